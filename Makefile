@@ -1,0 +1,38 @@
+# Two commands set up everything on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install run test lint eval bench clean package package-test
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(PY) -m desktop
+
+test: install
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+eval: install
+	$(VENV)/bin/lectern eval --beir ../shared/data/scifact --mode all
+
+bench: install
+	$(PY) bench/indexing.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

@@ -1,0 +1,103 @@
+"""One root error for everything Lectern reports to a person.
+
+Each subclass carries a plain-language ``message`` (what happened) and a ``hint``
+(what to do next), so the CLI and the desktop app can show the same words.
+"""
+
+from __future__ import annotations
+
+
+class LecternError(Exception):
+    """Root of every error Lectern raises on purpose."""
+
+    default_hint = ""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class ConfigError(LecternError):
+    default_hint = "Check the settings file or the LECTERN_* environment variables."
+
+
+class StoreError(LecternError):
+    default_hint = "Close other Lectern windows or commands, then try again."
+
+
+class IndexBusyError(StoreError):
+    """Another process holds the writer lock on the data folder."""
+
+
+class ModelLoadError(LecternError):
+    default_hint = "Reinstall Lectern with `make install`; the embedding model ships inside it."
+
+
+# --- ingestion -----------------------------------------------------------------
+
+
+class ParseError(LecternError):
+    """A file could not be turned into text. ``reason`` is the short status text."""
+
+    default_hint = "Lectern skipped this file; the rest of the folder is indexed."
+
+    def __init__(self, reason: str, hint: str | None = None) -> None:
+        super().__init__(reason, hint)
+        self.reason = reason
+
+
+class EncryptedError(ParseError):
+    default_hint = "Remove the password (save an unprotected copy) to index this file."
+
+
+class NoTextError(ParseError):
+    default_hint = "Run OCR on the file (for example with ocrmypdf) so it has a text layer."
+
+
+class DamagedFileError(ParseError):
+    default_hint = "Re-export or re-download the file; it is damaged."
+
+
+class ParseLimitError(ParseError):
+    default_hint = "The file is too large or too complex to read safely; split it into smaller files."
+
+
+class UnsupportedFileError(ParseError):
+    default_hint = "Lectern reads PDF, text, Markdown, HTML and Word (.docx) files."
+
+
+# --- answering -----------------------------------------------------------------
+
+
+class LLMError(LecternError):
+    """Base for failures talking to the language-model server."""
+
+    default_hint = "Check that the model server is running, or use search-only mode."
+
+
+class LLMUnavailableError(LLMError):
+    default_hint = "Start Ollama (run `ollama serve` or open the Ollama app), then try again."
+
+
+class ModelNotFoundError(LLMError):
+    default_hint = "Pull the model first, for example `lectern pull llama3.2`."
+
+    def __init__(self, message: str, hint: str | None = None, model: str = "") -> None:
+        super().__init__(message, hint)
+        self.model = model
+
+
+class LLMTimeoutError(LLMError):
+    default_hint = "The model server is too slow or stuck; try a smaller model or try again."
+
+
+class StreamInterruptedError(LLMError):
+    default_hint = "The server stopped mid-answer; the partial answer is kept. Try again."
+
+
+class ContextTooSmallError(LLMError):
+    default_hint = "Use a model with a larger context window, or ask for fewer sources."
