@@ -1,0 +1,226 @@
+"""Chunking stage: split a parsed document on its own structure into passages that fit
+the embedding model.
+
+Rules, in order of priority:
+- a chunk never crosses a heading (sections are retrieval units of their own);
+- a chunk never ends inside a sentence, and tables and code blocks stay whole unless the
+  block alone is over the limit (then they split on line boundaries);
+- the context prefix (title and heading path) plus the chunk text fits in the model's
+  256 word pieces, counted with the model's own tokenizer, because the model silently
+  drops everything past that;
+- within a section, chunks are balanced in size rather than filled greedily, so the last
+  chunk of a section is not a stub that carries too little meaning to be found.
+
+Every chunk records character offsets into the document text and its page range.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from core.records import Block, BlockKind, Chunk, ParsedDocument
+
+CHUNKER_VERSION = "2"
+SPECIAL_TOKENS = 2  # [CLS] and [SEP] count against the model's 256
+MAX_CONTEXT_TOKENS = 48
+
+TokenCounter = Callable[[str], int]
+
+# A sentence ends at . ! ? (optionally followed by closing quotes/brackets) and whitespace,
+# when the next thing looks like a sentence start. Abbreviations such as "e.g." or "Fig."
+# are kept inside sentences because the next word is usually lowercase or a number.
+_SENTENCE_END = re.compile(r"""(?<=[.!?])["'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9À-ÖØ-Þ])|\n\s*\n""")
+_ABBREVIATIONS = re.compile(
+    r"\b(?:e\.g|i\.e|et al|Fig|Figs|Eq|No|Dr|Mr|Mrs|Ms|vs|cf|etc|approx)\.$", re.I
+)
+
+
+@dataclass(frozen=True)
+class _Unit:
+    start: int
+    end: int
+    tokens: int
+    heading_path: tuple[str, ...]
+    section: int  # index of the section (heading) this unit belongs to
+
+
+def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """Sentence boundaries inside ``text[start:end]`` as absolute offsets, whitespace trimmed."""
+    end = len(text) if end is None else end
+    spans: list[tuple[int, int]] = []
+    cursor = start
+    for match in _SENTENCE_END.finditer(text, start, end):
+        candidate = text[cursor : match.start()]
+        if _ABBREVIATIONS.search(candidate):
+            continue
+        spans.append((cursor, match.start()))
+        cursor = match.end()
+    spans.append((cursor, end))
+    trimmed = []
+    for s, e in spans:
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            trimmed.append((s, e))
+    return trimmed
+
+
+def _line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    spans = []
+    cursor = start
+    while cursor < end:
+        newline = text.find("\n", cursor, end)
+        line_end = end if newline == -1 else newline
+        if line_end > cursor:
+            spans.append((cursor, line_end))
+        cursor = line_end + 1
+    return spans
+
+
+def _word_pieces(
+    text: str, start: int, end: int, budget: int, count: TokenCounter
+) -> list[tuple[int, int, int]]:
+    """Split an over-long sentence or line at word boundaries into parts that fit."""
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text[start:end])]
+    parts: list[tuple[int, int, int]] = []
+    i = 0
+    while i < len(words):
+        lo, hi = i + 1, len(words)
+        # binary search for the longest run of words from i that fits the budget
+        best = i + 1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            piece = text[start + words[i][0] : start + words[mid - 1][1]]
+            if count(piece) <= budget:
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        s, e = start + words[i][0], start + words[best - 1][1]
+        parts.append((s, e, count(text[s:e])))
+        i = best
+    return parts
+
+
+class Chunker:
+    def __init__(
+        self,
+        count_tokens: TokenCounter,
+        *,
+        max_tokens: int = 256,
+        overlap_sentences: int = 0,
+    ) -> None:
+        self._count = count_tokens
+        self.max_tokens = max_tokens
+        self.overlap_sentences = overlap_sentences
+
+    @property
+    def version(self) -> str:
+        return f"{CHUNKER_VERSION}:max{self.max_tokens}:ov{self.overlap_sentences}"
+
+    def context_for(self, title: str, heading_path: Sequence[str]) -> str:
+        parts = [p.strip() for p in (title, *heading_path) if p and p.strip()]
+        # A heading path that repeats the title (a Markdown H1 equal to the title) adds nothing.
+        deduped: list[str] = []
+        for p in parts:
+            if not deduped or deduped[-1].casefold() != p.casefold():
+                deduped.append(p)
+        context = " > ".join(deduped)
+        if self._count(context) > MAX_CONTEXT_TOKENS:
+            pieces = _word_pieces(context, 0, len(context), MAX_CONTEXT_TOKENS, self._count)
+            context = context[pieces[0][0] : pieces[0][1]] + " …" if pieces else ""
+        return context
+
+    def chunk(self, doc: ParsedDocument) -> list[Chunk]:
+        units = list(self._units(doc))
+        chunks: list[Chunk] = []
+        for section_units in _group_by_section(units):
+            context = self.context_for(doc.title, section_units[0].heading_path)
+            budget = self.max_tokens - SPECIAL_TOKENS - (self._count(context) + 1 if context else 0)
+            for group in self._pack(section_units, budget):
+                chunks.append(self._make_chunk(doc, group, context, budget, len(chunks)))
+        return chunks
+
+    def _units(self, doc: ParsedDocument) -> Iterable[_Unit]:
+        text = doc.text
+        section = 0
+        # Budget for splitting units: the worst case is the longest allowed context.
+        unit_budget = self.max_tokens - SPECIAL_TOKENS - MAX_CONTEXT_TOKENS - 4
+        for block in doc.blocks:
+            if block.kind is BlockKind.HEADING:
+                section += 1
+            spans = self._block_spans(text, block)
+            for s, e in spans:
+                tokens = self._count(text[s:e])
+                if tokens <= unit_budget:
+                    yield _Unit(s, e, tokens, block.heading_path, section)
+                    continue
+                for ps, pe, pt in _word_pieces(text, s, e, unit_budget, self._count):
+                    yield _Unit(ps, pe, pt, block.heading_path, section)
+
+    def _block_spans(self, text: str, block: Block) -> list[tuple[int, int]]:
+        if block.kind in (BlockKind.TABLE, BlockKind.CODE):
+            return [(block.start, block.end)] if block.end > block.start else []
+        if block.kind in (BlockKind.HEADING, BlockKind.LIST_ITEM):
+            return [(block.start, block.end)] if text[block.start : block.end].strip() else []
+        return sentence_spans(text, block.start, block.end)
+
+    def _pack(self, units: list[_Unit], budget: int) -> list[list[_Unit]]:
+        # Whole tables/code blocks that are too big arrive here as one unit over budget:
+        # re-split them on lines first.
+        total = sum(u.tokens for u in units)
+        if total <= budget:
+            return [units]
+        target = total / math.ceil(total / budget)
+        groups: list[list[_Unit]] = []
+        current: list[_Unit] = []
+        size = 0
+        for unit in units:
+            if current and (size + unit.tokens > budget or size >= target):
+                groups.append(current)
+                overlap = current[-self.overlap_sentences :] if self.overlap_sentences else []
+                current = [u for u in overlap if u.tokens + unit.tokens <= budget // 2]
+                size = sum(u.tokens for u in current)
+            current.append(unit)
+            size += unit.tokens
+        if current:
+            groups.append(current)
+        return groups
+
+    def _make_chunk(
+        self, doc: ParsedDocument, group: list[_Unit], context: str, budget: int, ordinal: int
+    ) -> Chunk:
+        # Joining units can only merge tokens, never add them, but verify with the real
+        # tokenizer and drop trailing units in the (rare) case it disagrees.
+        while True:
+            start, end = group[0].start, group[-1].end
+            text = doc.text[start:end]
+            tokens = self._count(text)
+            if tokens <= budget or len(group) == 1:
+                break
+            group = group[:-1]
+        return Chunk(
+            ordinal=ordinal,
+            text=text,
+            start=start,
+            end=end,
+            page_start=doc.page_at(start),
+            page_end=doc.page_at(max(start, end - 1)),
+            heading_path=group[0].heading_path,
+            token_count=tokens,
+            context=context,
+        )
+
+
+def _group_by_section(units: list[_Unit]) -> list[list[_Unit]]:
+    groups: list[list[_Unit]] = []
+    for unit in units:
+        if groups and groups[-1][-1].section == unit.section:
+            groups[-1].append(unit)
+        else:
+            groups.append([unit])
+    return groups

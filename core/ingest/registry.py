@@ -1,0 +1,123 @@
+"""Which parser reads which file, and one entry point that turns any file into text.
+
+Parser modules are imported on first use so that asking "is this file supported?" (the
+scanner does it for every file in a folder) does not load pypdf, lxml and python-docx.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from core.errors import DamagedFileError, ParseError, UnsupportedFileError
+from core.records import ParsedDocument
+
+_BY_EXTENSION = {
+    ".pdf": "pdf",
+    ".txt": "txt",
+    ".text": "txt",
+    ".md": "md",
+    ".markdown": "md",
+    ".html": "html",
+    ".htm": "html",
+    ".docx": "docx",
+}
+SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_BY_EXTENSION)
+FILE_TYPES: frozenset[str] = frozenset(_BY_EXTENSION.values())
+
+_MODULES = {
+    "pdf": "core.ingest.pdf",
+    "txt": "core.ingest.text",
+    "md": "core.ingest.markdown",
+    "html": "core.ingest.html",
+    "docx": "core.ingest.docx",
+}
+_SNIFF_BYTES = 1024
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(_SNIFF_BYTES)
+    except OSError:
+        return b""
+
+
+def _is_office_lock_file(path: Path) -> bool:
+    # Word and LibreOffice leave "~$name.docx" / ".~lock.name#" next to open files.
+    return path.name.startswith(("~$", ".~lock."))
+
+
+def detect_type(path: Path) -> str | None:
+    """ "pdf", "txt", "md", "html" or "docx"; ``None`` for files Lectern does not read.
+
+    The extension decides, with two corrections from the first bytes: a PDF saved with a
+    text extension is read as a PDF, and an extension-less file is read only when it is
+    clearly a PDF. A ``.pdf`` or ``.docx`` whose content is wrong still maps to its
+    parser, which then reports the file as damaged: that is more useful to a person than
+    silently skipping it.
+    """
+    path = Path(path)
+    if _is_office_lock_file(path):
+        return None
+    suffix = path.suffix.lower()
+    kind = _BY_EXTENSION.get(suffix)
+    sniff = kind in ("txt", "md", "html") or (kind is None and not suffix)
+    if sniff and _head(path).lstrip().startswith(b"%PDF-"):
+        return "pdf"
+    return kind
+
+
+def skip_reason(path: Path) -> str:
+    """Why ``detect_type`` returned ``None``, in words for a status list."""
+    path = Path(path)
+    if _is_office_lock_file(path):
+        return "temporary Office lock file"
+    suffix = path.suffix.lower()
+    if not suffix:
+        return "unsupported file type (no extension)"
+    if suffix == ".doc":
+        return "unsupported file type (.doc); save it as .docx"
+    return f"unsupported file type ({suffix})"
+
+
+def _parser(kind: str) -> Callable[[Path], ParsedDocument]:
+    module = importlib.import_module(_MODULES[kind])
+    parse: Callable[[Path], ParsedDocument] = module.parse
+    return parse
+
+
+def preload() -> None:
+    """Import every parser now (the sandbox worker does this before it takes requests)."""
+    for kind in _MODULES:
+        _parser(kind)
+
+
+def parse_file(path: Path) -> ParsedDocument:
+    """Parse one file in this process. Raises a ``ParseError`` subclass with a short
+    reason on any failure; ``MemoryError`` passes through for the caller's limits."""
+    path = Path(path)
+    kind = detect_type(path)
+    if kind is None:
+        raise UnsupportedFileError(skip_reason(path))
+    try:
+        return _parser(kind)(path)
+    except (ParseError, MemoryError, ImportError):
+        raise  # ImportError is a broken installation, not a broken file
+    except RecursionError as exc:
+        raise DamagedFileError("too deeply nested to read") from exc
+    except FileNotFoundError as exc:
+        raise ParseError("file disappeared", hint="It was moved or deleted.") from exc
+    except PermissionError as exc:
+        raise ParseError(
+            "permission denied", hint="Give your user read access to the file."
+        ) from exc
+    except IsADirectoryError as exc:
+        raise UnsupportedFileError("is a folder") from exc
+    except OSError as exc:
+        raise ParseError(f"could not read the file: {exc.strerror or exc}") from exc
+    except Exception as exc:
+        # A parser bug or an exotic library error must cost this file only; the type
+        # name in the reason keeps such bugs visible.
+        raise DamagedFileError(f"could not read ({type(exc).__name__})") from exc

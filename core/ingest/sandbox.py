@@ -1,0 +1,368 @@
+"""Parsing in a separate worker process, so one bad file cannot hang or sink the app.
+
+Files in a watched folder are untrusted input: a crafted PDF can loop for minutes, a
+zip bomb can eat all memory, a C extension can crash. The worker runs with a memory cap
+(``RLIMIT_AS`` where the OS enforces it, an RSS watchdog elsewhere) and the parent kills
+it when a file takes too long, then starts a fresh one for the next file.
+
+One worker is kept alive and reused: starting a Python process per file would cost more
+than parsing the thousands of small files a typical folder holds. It is started with the
+"spawn" method so it does not inherit the parent's memory (the embedding model, Qt) and
+imports only ``core.ingest``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from multiprocessing import spawn
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from core import errors
+from core.errors import DamagedFileError, LecternError, ParseError, ParseLimitError
+from core.ingest.registry import parse_file
+from core.records import ParsedDocument
+
+_MB = 1024 * 1024
+_POLL_S = 0.2
+_SIGKILL = getattr(signal, "SIGKILL", None)
+
+
+def _memory_words(memory_mb: int) -> str:
+    if memory_mb >= 1024 and memory_mb % 1024 == 0:
+        return f"{memory_mb // 1024} GB"
+    return f"{memory_mb} MB"
+
+
+def memory_limit_error(memory_mb: int) -> ParseLimitError:
+    return ParseLimitError(f"needs more than {_memory_words(memory_mb)} of memory to read")
+
+
+def timeout_error(timeout_s: float) -> ParseLimitError:
+    return ParseLimitError(f"took longer than {timeout_s:g} s to read")
+
+
+# --- worker side ---------------------------------------------------------------------
+
+
+def _virtual_size() -> int:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        import psutil
+
+        return int(psutil.Process().memory_info().vms)
+
+
+def _limit_address_space(memory_mb: int) -> bool:
+    """Cap the worker's address space at its current size + ``memory_mb``.
+
+    Returns False where no enforced cap is available (Windows; macOS accepts
+    RLIMIT_AS but does not enforce it), so the parent watches RSS instead.
+    """
+    if sys.platform == "darwin":
+        return False
+    try:
+        import resource
+    except ImportError:
+        return False
+    try:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = _virtual_size() + memory_mb * _MB
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError):
+        return False
+    return True
+
+
+def _worker_main(conn: Connection, memory_mb: int) -> None:
+    import logging
+    import warnings
+
+    from core.ingest.registry import preload
+
+    # Ctrl-C in a terminal reaches the whole process group; the parent decides.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Parser libraries warn about every quirk of every file; nobody reads the worker's
+    # stderr, and the outcome of each file is reported through the pipe.
+    logging.disable(logging.WARNING)
+    warnings.simplefilter("ignore")
+    preload()  # import parsers before the cap, so the cap is for the files alone
+    limited = _limit_address_space(memory_mb)
+    conn.send(("ready", limited))
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        if request[0] != "parse":
+            return
+        reply: tuple[Any, ...]
+        try:
+            reply = ("ok", parse_file(Path(request[1])))
+        except ParseError as exc:
+            reply = ("error", type(exc).__name__, exc.reason, exc.hint)
+        except MemoryError:
+            reply = ("memory",)
+        try:
+            conn.send(reply)
+        except MemoryError:
+            reply = ("memory",)
+            conn.send(reply)
+        if reply[0] == "memory":
+            # A heap that hit its cap is fragmented and may fail again: start afresh.
+            return
+        del reply
+
+
+# --- parent side ---------------------------------------------------------------------
+
+_SPAWN_PATCH_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_module_not_imported() -> Iterator[None]:
+    """Start the worker without re-running the parent's ``__main__`` module.
+
+    "spawn" normally re-imports the main script in the child. Here that would load
+    whatever the entry point imports (the CLI's whole engine, torch) into the worker,
+    and a script without an ``if __name__ == "__main__"`` guard would even start a
+    second pool from inside the worker. The worker's target lives in this module, so
+    the main module is never needed: drop it from what the child is told to prepare.
+    """
+    original = spawn.get_preparation_data
+
+    def preparation_data(name: str) -> dict[str, Any]:
+        data = dict(original(name))
+        data.pop("init_main_from_name", None)
+        data.pop("init_main_from_path", None)
+        return data
+
+    with _SPAWN_PATCH_LOCK:
+        spawn.get_preparation_data = preparation_data
+        try:
+            yield
+        finally:
+            spawn.get_preparation_data = original
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    rlimited: bool
+    baseline_rss: int
+    finalizer: weakref.finalize
+
+
+class ParserPool:
+    """Parses files in one reusable worker process with a time and memory limit.
+
+    ``parse`` raises the same ``ParseError`` subclasses as ``parse_file``, plus
+    ``ParseLimitError`` when a file runs out of time or memory and ``DamagedFileError``
+    when the parser crashes. Requests from several threads are served one at a time.
+    ``in_process=True`` parses in the calling process without limits (for debugging).
+    """
+
+    def __init__(
+        self,
+        timeout_s: float = 60.0,
+        memory_mb: int = 1024,
+        *,
+        in_process: bool = False,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.in_process = in_process
+        self.start_timeout_s = start_timeout_s
+        self._lock = threading.Lock()
+        self._worker: _Worker | None = None
+        self._closing = False
+        self._closed = False
+
+    # -- public API --
+
+    def parse(self, path: Path) -> ParsedDocument:
+        path = Path(path)
+        if self.in_process:
+            try:
+                return parse_file(path)
+            except MemoryError as exc:
+                raise memory_limit_error(self.memory_mb) from exc
+        with self._lock:
+            if self._closed or self._closing:
+                raise RuntimeError("ParserPool is closed")
+            worker = self._ensure_worker()
+            try:
+                worker.conn.send(("parse", str(path)))
+            except (OSError, ValueError):
+                # The worker died while idle (killed from outside): one fresh try.
+                self._discard()
+                worker = self._ensure_worker()
+                worker.conn.send(("parse", str(path)))
+            reply = self._await_reply(worker)
+            if reply[0] == "memory":
+                # The worker exits after a MemoryError; reap it before the next file.
+                worker.process.join(5)
+                self._discard()
+                raise memory_limit_error(self.memory_mb)
+        return self._result(reply)
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker's process id, or None before the first parse (for diagnostics)."""
+        worker = self._worker
+        return worker.process.pid if worker is not None else None
+
+    def close(self) -> None:
+        """Stop the worker. A parse in flight on another thread is cut short."""
+        self._closing = True
+        acquired = self._lock.acquire(timeout=0.2)
+        try:
+            worker = self._worker
+            if worker is not None:
+                if acquired:
+                    with contextlib.suppress(OSError, ValueError):
+                        worker.conn.send(("stop",))
+                    worker.process.join(2)
+                    self._discard()
+                else:
+                    # The owner of the lock sees the worker die and cleans up.
+                    worker.process.kill()
+            self._closed = True
+        finally:
+            if acquired:
+                self._lock.release()
+
+    def __enter__(self) -> ParserPool:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- internals --
+
+    def _ensure_worker(self) -> _Worker:
+        if self._worker is not None and self._worker.process.is_alive():
+            return self._worker
+        if self._worker is not None:
+            self._discard()
+        ctx = multiprocessing.get_context("spawn")
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        process = ctx.Process(
+            target=_worker_main,
+            args=(child_conn, self.memory_mb),
+            name="lectern-parser",
+            daemon=True,
+        )
+        with _main_module_not_imported():
+            process.start()
+        # Without closing our copy of the child's end, a dead worker would never read
+        # as EOF here.
+        child_conn.close()
+        finalizer = weakref.finalize(self, _kill, process)
+        try:
+            if not parent_conn.poll(self.start_timeout_s):
+                raise TimeoutError("no answer")
+            _tag, rlimited = parent_conn.recv()
+        except (OSError, EOFError, TimeoutError) as exc:
+            finalizer()
+            parent_conn.close()
+            raise LecternError(
+                f"the document reader process could not start ({type(exc).__name__})",
+                hint="Reinstall Lectern; if it persists, report this as a bug.",
+            ) from exc
+        self._worker = _Worker(process, parent_conn, bool(rlimited), _rss(process.pid), finalizer)
+        return self._worker
+
+    def _discard(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        worker.finalizer()  # kills the process if it is still running
+        worker.process.join(5)
+        worker.conn.close()
+
+    def _await_reply(self, worker: _Worker) -> tuple[Any, ...]:
+        deadline = time.monotonic() + self.timeout_s
+        memory_cap = worker.baseline_rss + self.memory_mb * _MB
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._discard()
+                raise timeout_error(self.timeout_s)
+            try:
+                ready = worker.conn.poll(min(remaining, _POLL_S))
+            except (OSError, EOFError):
+                ready = True
+            if ready or not worker.process.is_alive():
+                try:
+                    if ready or worker.conn.poll(0):
+                        return tuple(worker.conn.recv())
+                except (OSError, EOFError):
+                    pass
+                self._crashed(worker)
+            if not worker.rlimited and _rss(worker.process.pid) > memory_cap:
+                self._discard()
+                raise memory_limit_error(self.memory_mb)
+
+    def _crashed(self, worker: _Worker) -> None:
+        worker.process.join(2)
+        exitcode = worker.process.exitcode
+        self._discard()
+        if self._closing:
+            raise ParseError(
+                "reading was stopped", hint="Lectern was closing; it reads it next time."
+            )
+        if _SIGKILL is not None and exitcode == -_SIGKILL:
+            # Nobody here killed it, so it was the system's out-of-memory killer.
+            raise memory_limit_error(self.memory_mb)
+        raise DamagedFileError("parser crashed on this file")
+
+    @staticmethod
+    def _result(reply: tuple[Any, ...]) -> ParsedDocument:
+        if reply[0] == "ok":
+            document: ParsedDocument = reply[1]
+            return document
+        _, name, reason, hint = reply
+        cls = getattr(errors, name, None)
+        if not (isinstance(cls, type) and issubclass(cls, ParseError)):
+            cls = ParseError
+        raise cls(reason, hint)
+
+
+def _rss(pid: int | None) -> int:
+    if pid is None:
+        return 0
+    try:
+        import psutil
+
+        return int(psutil.Process(pid).memory_info().rss)
+    except Exception:
+        return 0
+
+
+def _kill(process: BaseProcess) -> None:
+    if process.is_alive():
+        process.kill()

@@ -1,0 +1,356 @@
+"""The engine behind the CLI and the desktop app: one object per data folder.
+
+``Library`` wires the pipeline stages together (scan -> parse -> chunk -> embed -> store,
+and hybrid retrieval) and owns the resources that must exist once per process: the
+DuckDB connection, the vector index, the parser worker and the embedding model. It is
+safe to call from several threads: writes are serialised on the database's write lock,
+and reads use per-thread cursors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.chunking import Chunker
+from core.config import Settings, load_settings
+from core.embedding import DEFAULT_MODEL_ID, Embedder, WordPieceCounter, load_embedder
+from core.errors import LecternError
+from core.indexer import Controls, Indexer, ProgressCallback
+from core.ingest.sandbox import ParserPool
+from core.records import Document, DocState, Hit, IndexReport, PageSpan
+from core.retrieval import Retriever, SearchFilters
+from core.scan import normalize_folder
+from core.store.db import Database
+from core.store.keyword import KeywordIndex
+from core.store.vectors import VectorIndex
+
+DEFAULT_DIM = 384  # all-MiniLM-L6-v2; used before the model is loaded
+
+
+@dataclass(frozen=True)
+class FolderStatus:
+    path: str
+    online: bool
+    indexed: int
+    failed: int
+    skipped: int
+    pending: int
+    chunks: int
+
+
+class Library:
+    def __init__(
+        self, settings: Settings | None = None, *, embedder: Embedder | None = None
+    ) -> None:
+        self.settings = settings or load_settings()
+        self.settings.home.mkdir(parents=True, exist_ok=True)
+        self._embedder = embedder
+        self._model_id = embedder.model_id if embedder else DEFAULT_MODEL_ID
+        self._lock = threading.RLock()
+        self.db = Database(self.settings.db_path)
+        self.keyword = KeywordIndex(self.db)
+        self.parser = ParserPool(self.settings.parse_timeout_s, self.settings.parse_memory_mb)
+        self._vectors: VectorIndex | None = None
+        self._chunker: Chunker | None = None
+        self._retriever: Retriever | None = None
+        self._check_index_config()
+        if not self.keyword.is_current():
+            # A run was interrupted after committing chunks but before publishing them.
+            self.keyword.refresh()
+        self.indexer = Indexer(
+            self.db,
+            self.keyword,
+            lambda: self.vectors,
+            lambda: self.embedder,
+            lambda: self.chunker,
+            self.parser,
+            self.index_config,
+            self.settings.ignore_patterns,
+        )
+
+    # --- lazily loaded parts ----------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = load_embedder()
+            return self._embedder
+
+    @property
+    def chunker(self) -> Chunker:
+        with self._lock:
+            if self._chunker is None:
+                counter = (
+                    self._embedder.count_tokens if self._embedder else WordPieceCounter().count
+                )
+                self._chunker = Chunker(
+                    counter, max_tokens=256, overlap_sentences=self.settings.chunk_overlap_sentences
+                )
+            return self._chunker
+
+    @property
+    def vectors(self) -> VectorIndex:
+        with self._lock:
+            if self._vectors is None:
+                dim = int(self.db.get_meta("embedding_dim", str(DEFAULT_DIM)) or DEFAULT_DIM)
+                vectors = VectorIndex(self.db, self.settings.vectors_path, dim)
+                vectors.open()
+                self._vectors = vectors
+            return self._vectors
+
+    @property
+    def retriever(self) -> Retriever:
+        with self._lock:
+            if self._retriever is None:
+                self._retriever = Retriever(
+                    self.db,
+                    self.keyword,
+                    self.vectors,
+                    self.embedder,
+                    candidates=self.settings.candidates,
+                    rrf_k=self.settings.rrf_k,
+                )
+            return self._retriever
+
+    @property
+    def index_config(self) -> str:
+        overlap = self.settings.chunk_overlap_sentences
+        from core.chunking import CHUNKER_VERSION
+
+        return f"{self._model_id}|chunker {CHUNKER_VERSION}|overlap {overlap}"
+
+    def _check_index_config(self) -> None:
+        """Vectors of two models (or chunkings) must never be mixed: on a change, drop
+        every chunk and queue every document for re-indexing."""
+        stored = self.db.get_meta("index_config")
+        if stored == self.index_config:
+            return
+        with self.db.transaction() as cur:
+            if stored is not None:
+                cur.execute("DELETE FROM chunks")
+                cur.execute("DELETE FROM document_text")
+                cur.execute(
+                    "UPDATE documents SET state = 'pending', chunks = 0 WHERE state = 'indexed'"
+                )
+            self.db.set_meta("index_config", self.index_config, cur)
+            self.db.set_meta("embedding_model", self._model_id, cur)
+            dim = self._embedder.dim if self._embedder else DEFAULT_DIM
+            self.db.set_meta("embedding_dim", str(dim), cur)
+            version = int(self.db.get_meta("content_version", "0") or 0) + 1
+            self.db.set_meta("content_version", str(version), cur)
+        if stored is not None:
+            self.settings.vectors_path.unlink(missing_ok=True)
+            self.keyword.refresh(force_merge=True)
+
+    # --- folders --------------------------------------------------------------------
+
+    def folders(self) -> list[str]:
+        return [
+            r[0]
+            for r in self.db.cursor().execute("SELECT path FROM folders ORDER BY path").fetchall()
+        ]
+
+    def add_folder(self, path: str | Path) -> str:
+        folder = normalize_folder(path)
+        if not os.path.exists(folder):
+            raise LecternError(f"{folder} does not exist.", "Check the path and try again.")
+        with self.db.transaction() as cur:
+            cur.execute("INSERT OR IGNORE INTO folders(path) VALUES (?)", [folder])
+        return folder
+
+    def remove_folder(self, path: str | Path) -> int:
+        """Forget a folder the user removed: its documents, chunks and vectors go too."""
+        folder = normalize_folder(path)
+        paths = [
+            r[0]
+            for r in self.db.cursor()
+            .execute("SELECT path FROM documents WHERE folder = ?", [folder])
+            .fetchall()
+        ]
+        removed = self.indexer.remove_paths(paths)
+        with self.db.transaction() as cur:
+            cur.execute("DELETE FROM folders WHERE path = ?", [folder])
+        self.indexer.publish()
+        return removed
+
+    # --- indexing -------------------------------------------------------------------
+
+    def index(
+        self,
+        paths: Sequence[str | Path] | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        controls: Controls | None = None,
+    ) -> IndexReport:
+        """Index ``paths`` (recording them as library folders), or every known folder."""
+        if paths:
+            for path in paths:
+                self.add_folder(path)
+            targets = [normalize_folder(p) for p in paths]
+        else:
+            targets = self.folders()
+        online = [f for f in targets if os.path.exists(f)]
+        self._mark_online(targets)
+        return self.indexer.run(online, progress=progress, controls=controls)
+
+    def sync_files(
+        self,
+        paths: Iterable[str],
+        *,
+        progress: ProgressCallback | None = None,
+        controls: Controls | None = None,
+    ) -> IndexReport:
+        """Re-check just these paths (changed, created or deleted) against the disk."""
+        folders = [f for f in self.folders() if os.path.exists(f)]
+        return self.indexer.run(
+            folders, only=[normalize_folder(p) for p in paths], progress=progress, controls=controls
+        )
+
+    def retry(self, path: str) -> IndexReport:
+        with self.db.transaction() as cur:
+            cur.execute(
+                "UPDATE documents SET state = 'pending' WHERE path = ?", [normalize_folder(path)]
+            )
+        return self.sync_files([path])
+
+    def _mark_online(self, folders: Sequence[str]) -> None:
+        with self.db.transaction() as cur:
+            for folder in folders:
+                state = "online" if os.path.exists(folder) else "offline"
+                cur.execute("UPDATE folders SET state = ? WHERE path = ?", [state, folder])
+
+    # --- reading --------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int | None = None,
+        mode: str = "hybrid",
+        folders: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+    ) -> list[Hit]:
+        filters = SearchFilters(
+            folders=tuple(normalize_folder(f) for f in folders or ()), types=tuple(types or ())
+        )
+        return self.retriever.search(query, k or self.settings.top_k, mode, filters)
+
+    def documents(self, folder: str | None = None, state: str | None = None) -> list[Document]:
+        sql = """SELECT id, path, folder, size, mtime, content_hash, type, title, pages, state, reason, chunks
+                 FROM documents WHERE 1=1"""
+        params: list[object] = []
+        if folder:
+            sql += " AND folder = ?"
+            params.append(normalize_folder(folder))
+        if state:
+            sql += " AND state = ?"
+            params.append(state)
+        rows = self.db.cursor().execute(sql + " ORDER BY path", params).fetchall()
+        return [
+            Document(
+                id=r[0],
+                path=r[1],
+                folder=r[2] or "",
+                size=r[3] or 0,
+                mtime=r[4] or 0.0,
+                content_hash=r[5] or "",
+                type=r[6] or "",
+                title=r[7] or "",
+                pages=r[8] or 0,
+                state=DocState(r[9]),
+                reason=r[10] or "",
+                chunks=r[11] or 0,
+            )
+            for r in rows
+        ]
+
+    def document_text(self, document_id: int) -> str:
+        row = (
+            self.db.cursor()
+            .execute("SELECT text FROM document_text WHERE document_id = ?", [document_id])
+            .fetchone()
+        )
+        return row[0] if row else ""
+
+    def document_pages(self, document_id: int) -> list[PageSpan]:
+        row = (
+            self.db.cursor()
+            .execute("SELECT pages FROM document_text WHERE document_id = ?", [document_id])
+            .fetchone()
+        )
+        return [PageSpan(*p) for p in json.loads(row[0])] if row and row[0] else []
+
+    def page_at(self, document_id: int, offset: int) -> int | None:
+        for span in self.document_pages(document_id):
+            if span.start <= offset < span.end:
+                return span.page
+        return None
+
+    def folder_status(self) -> list[FolderStatus]:
+        rows = (
+            self.db.cursor()
+            .execute(
+                """SELECT f.path, f.state,
+                      count(*) FILTER (WHERE d.state = 'indexed'),
+                      count(*) FILTER (WHERE d.state = 'failed'),
+                      count(*) FILTER (WHERE d.state = 'skipped'),
+                      count(*) FILTER (WHERE d.state = 'pending'),
+                      coalesce(sum(d.chunks), 0)
+               FROM folders f LEFT JOIN documents d ON d.folder = f.path
+               GROUP BY f.path, f.state ORDER BY f.path"""
+            )
+            .fetchall()
+        )
+        return [
+            FolderStatus(
+                r[0], os.path.exists(r[0]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6])
+            )
+            for r in rows
+        ]
+
+    def status(self) -> dict[str, object]:
+        cur = self.db.cursor()
+        chunks = int(cur.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        counts = dict(
+            cur.execute("SELECT state, count(*) FROM documents GROUP BY state").fetchall()
+        )
+        return {
+            "home": str(self.settings.home),
+            "folders": [f.__dict__ for f in self.folder_status()],
+            "documents": [
+                {
+                    "path": d.path,
+                    "state": d.state.value,
+                    "reason": d.reason,
+                    "chunks": d.chunks,
+                    "type": d.type,
+                    "title": d.title,
+                    "pages": d.pages,
+                    "size": d.size,
+                }
+                for d in self.documents()
+            ],
+            "counts": {s.value: int(counts.get(s.value, 0)) for s in DocState},
+            "chunks": chunks,
+            "embedding_model": self.db.get_meta("embedding_model"),
+            "index_config": self.index_config,
+            "keyword_delta_chunks": self.keyword.delta_size(),
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            if self._vectors is not None:
+                self._vectors.save_if_dirty()
+            self.parser.close()
+            self.db.close()
+
+    def __enter__(self) -> Library:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,190 @@
+"""Dense vector search: a USearch HNSW index in a file beside the database.
+
+The index is derived data. DuckDB holds every embedding; this file is only an accelerator.
+At open its keys are compared with the chunk ids in DuckDB and repaired (missing vectors
+added, stale ones removed) or rebuilt when the file is damaged. Saving writes a temporary
+file and renames it over the old one, so a crash never leaves a half-written index.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+from usearch.index import Index
+
+from core.store.db import Database
+
+log = logging.getLogger(__name__)
+
+# Removed keys stay in the HNSW graph as tombstones; past this share, search quality and
+# memory suffer and a clean rebuild is cheaper.
+TOMBSTONE_REBUILD_FRACTION = 0.25
+
+
+def blobs_to_matrix(blobs: list[bytes], dim: int) -> np.ndarray:
+    if not blobs:
+        return np.zeros((0, dim), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
+
+
+class VectorIndex:
+    def __init__(self, db: Database, path: Path, dim: int) -> None:
+        self.db = db
+        self.path = path
+        self.dim = dim
+        self._lock = threading.RLock()
+        self._index = self._new_index()
+        self._removed_since_build = 0
+        self._dirty = False
+        self.repair_report = ""
+
+    def _new_index(self) -> Index:
+        return Index(
+            ndim=self.dim,
+            metric="cos",
+            dtype="f16",
+            connectivity=16,
+            expansion_add=128,
+            expansion_search=64,
+        )
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    # --- open / repair --------------------------------------------------------
+
+    def open(self) -> str:
+        """Load the file and reconcile it with DuckDB. Returns what was done."""
+        with self._lock:
+            loaded = False
+            if self.path.exists():
+                try:
+                    index = self._new_index()
+                    index.load(str(self.path))
+                    if index.ndim != self.dim:
+                        raise ValueError(f"dimension {index.ndim} != {self.dim}")
+                    self._index = index
+                    loaded = True
+                except Exception as exc:  # damaged or foreign file: rebuild from DuckDB
+                    log.warning("vector index %s unreadable (%s); rebuilding", self.path, exc)
+            if not loaded:
+                self.rebuild()
+                self.repair_report = "rebuilt"
+                return self.repair_report
+            self.repair_report = self.reconcile()
+            return self.repair_report
+
+    def stored_ids(self) -> np.ndarray:
+        rows = (
+            self.db.cursor()
+            .execute("SELECT id FROM chunks WHERE embedding IS NOT NULL ORDER BY id")
+            .fetchnumpy()
+        )
+        return np.asarray(rows["id"], dtype=np.uint64)
+
+    def reconcile(self) -> str:
+        """Make the index's keys equal to the chunk ids that have embeddings."""
+        with self._lock:
+            wanted = self.stored_ids()
+            present = (
+                np.sort(np.asarray(self._index.keys, dtype=np.uint64))
+                if len(self._index)
+                else np.zeros(0, dtype=np.uint64)
+            )
+            missing = np.setdiff1d(wanted, present, assume_unique=True)
+            stale = np.setdiff1d(present, wanted, assume_unique=True)
+            if not len(missing) and not len(stale):
+                return "ok"
+            if len(stale) + len(missing) > TOMBSTONE_REBUILD_FRACTION * max(1, len(wanted)):
+                self.rebuild()
+                return f"rebuilt ({len(missing)} missing, {len(stale)} stale)"
+            if len(stale):
+                self.remove(stale)
+            if len(missing):
+                self._add_from_db(missing)
+            self.save()
+            return f"repaired ({len(missing)} added, {len(stale)} removed)"
+
+    def rebuild(self) -> None:
+        with self._lock:
+            self._index = self._new_index()
+            self._removed_since_build = 0
+            ids = self.stored_ids()
+            self._add_from_db(ids)
+            self.save()
+
+    def _add_from_db(self, ids: np.ndarray, batch: int = 20_000) -> None:
+        cur = self.db.cursor()
+        for i in range(0, len(ids), batch):
+            part = [int(x) for x in ids[i : i + batch]]
+            rows = cur.execute(
+                "SELECT id, embedding FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [part]
+            ).fetchall()
+            if not rows:
+                continue
+            keys = np.array([r[0] for r in rows], dtype=np.uint64)
+            vectors = blobs_to_matrix([r[1] for r in rows], self.dim)
+            self.add(keys, vectors)
+
+    # --- changes ----------------------------------------------------------------
+
+    def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        """Insert or replace vectors (a replayed write must not fail on existing keys)."""
+        if not len(keys):
+            return
+        keys = np.asarray(keys, dtype=np.uint64)
+        with self._lock:
+            present = [k for k in keys.tolist() if self._index.contains(k)]
+            if present:
+                self._index.remove(present)
+            self._index.add(keys, np.asarray(vectors, dtype=np.float32), threads=2)
+            self._dirty = True
+
+    def remove(self, keys: np.ndarray | list[int]) -> None:
+        keys = np.asarray(keys, dtype=np.uint64)
+        if not len(keys):
+            return
+        with self._lock:
+            present = [k for k in keys.tolist() if self._index.contains(k)]
+            if present:
+                self._index.remove(present)
+                self._removed_since_build += len(present)
+                self._dirty = True
+
+    def maybe_compact(self) -> bool:
+        with self._lock:
+            if self._removed_since_build > TOMBSTONE_REBUILD_FRACTION * max(1, len(self._index)):
+                self.rebuild()
+                return True
+            return False
+
+    def save(self) -> None:
+        with self._lock:
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            self._index.save(str(tmp))
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.path)
+            self._dirty = False
+
+    def save_if_dirty(self) -> None:
+        if self._dirty:
+            self.save()
+
+    # --- query ------------------------------------------------------------------
+
+    def search(self, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        with self._lock:
+            if not len(self._index):
+                return []
+            matches = self._index.search(
+                np.asarray(vector, dtype=np.float32), min(limit, len(self._index))
+            )
+        # usearch reports cosine distance; callers want similarity.
+        return [
+            (int(k), 1.0 - float(d)) for k, d in zip(matches.keys, matches.distances, strict=True)
+        ]
