@@ -36,7 +36,7 @@ def _fmt_duration(seconds: float | None) -> str:
 class ProgressBar:
     """A one-line progress bar on stderr: files and chunks done, rate, time left."""
 
-    def __init__(self, stream=sys.stderr, min_interval: float = 0.2) -> None:  # noqa: ANN001
+    def __init__(self, stream=sys.stderr, min_interval: float = 0.2) -> None:
         self.stream = stream
         self.enabled = stream.isatty() or os.environ.get("LECTERN_PROGRESS") == "1"
         self.min_interval = min_interval
@@ -69,7 +69,7 @@ class ProgressBar:
             self.stream.flush()
 
 
-def _open_library():  # noqa: ANN202 - imported lazily: `lectern --help` must be instant
+def _open_library():
     from core.library import Library
 
     return Library()

@@ -22,7 +22,9 @@ DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 
 def data_dir() -> Path:
     override = os.environ.get("LECTERN_HOME")
-    path = Path(override).expanduser() if override else Path(user_data_dir(APP_NAME, appauthor=False))
+    path = (
+        Path(override).expanduser() if override else Path(user_data_dir(APP_NAME, appauthor=False))
+    )
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -63,7 +63,9 @@ class DamagedFileError(ParseError):
 
 
 class ParseLimitError(ParseError):
-    default_hint = "The file is too large or too complex to read safely; split it into smaller files."
+    default_hint = (
+        "The file is too large or too complex to read safely; split it into smaller files."
+    )
 
 
 class UnsupportedFileError(ParseError):

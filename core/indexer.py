@@ -168,9 +168,7 @@ class Indexer:
             size, mtime, state, digest, config = prior
             if state == DocState.PENDING.value or (
                 state == DocState.INDEXED.value and config != self.index_config
-            ):
-                to_index.append(info)
-            elif size != info.size:
+            ) or size != info.size:
                 to_index.append(info)
             elif mtime != info.mtime:
                 # Same size, new mtime: only a hash tells whether the content changed

@@ -22,7 +22,7 @@ from core.embedding import DEFAULT_MODEL_ID, Embedder, WordPieceCounter, load_em
 from core.errors import LecternError
 from core.indexer import Controls, Indexer, ProgressCallback
 from core.ingest.sandbox import ParserPool
-from core.records import Document, DocState, Hit, IndexReport, PageSpan
+from core.records import DocState, Document, Hit, IndexReport, PageSpan
 from core.retrieval import Retriever, SearchFilters
 from core.scan import normalize_folder
 from core.store.db import Database

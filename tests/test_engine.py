@@ -40,15 +40,23 @@ def assert_consistent(lib: Library) -> None:
     ).fetchone()[0]
     assert not_indexed_with_chunks == 0
     stored = set(lib.vectors.stored_ids().tolist())
-    in_index = set(np.asarray(lib.vectors._index.keys, dtype=np.uint64).tolist()) if len(lib.vectors) else set()
+    in_index = (
+        set(np.asarray(lib.vectors._index.keys, dtype=np.uint64).tolist())
+        if len(lib.vectors)
+        else set()
+    )
     assert stored == in_index
 
 
-def test_sample_folder_indexes_and_chunks_keep_offsets(library: Library, sample_folder: Path) -> None:
+def test_sample_folder_indexes_and_chunks_keep_offsets(
+    library: Library, sample_folder: Path
+) -> None:
     report = library.index([sample_folder])
     docs = {Path(d.path).name: d for d in library.documents()}
     assert set(docs) == {p.name for p in sample_folder.iterdir()}
-    assert all(d.state.value == "indexed" for d in docs.values()), [(d.path, d.reason) for d in docs.values()]
+    assert all(d.state.value == "indexed" for d in docs.values()), [
+        (d.path, d.reason) for d in docs.values()
+    ]
     assert report.added == len(docs) and report.chunks_embedded > 0
     cur = library.db.cursor()
     rows = cur.execute(
@@ -61,7 +69,9 @@ def test_sample_folder_indexes_and_chunks_keep_offsets(library: Library, sample_
     assert_consistent(library)
 
 
-def test_hybrid_search_finds_exact_figures_and_paraphrases(library: Library, sample_folder: Path) -> None:
+def test_hybrid_search_finds_exact_figures_and_paraphrases(
+    library: Library, sample_folder: Path
+) -> None:
     library.index([sample_folder])
     hits = library.search("monthly limit of the corporate card", k=3)
     assert hits and "5,000" in hits[0].text
@@ -69,7 +79,9 @@ def test_hybrid_search_finds_exact_figures_and_paraphrases(library: Library, sam
     # keyword-only finds an identifier; dense-only finds a paraphrase
     bm25 = library.search("EUR 0.30 per km", mode="bm25", k=3)
     assert any("0.30" in h.text for h in bm25)
-    dense = library.search("how much money do I get for driving my own automobile", mode="dense", k=3)
+    dense = library.search(
+        "how much money do I get for driving my own automobile", mode="dense", k=3
+    )
     assert any("Mileage" in h.text for h in dense)
     for hit in hits:
         assert library.document_text(hit.document_id)[hit.start : hit.end] == hit.text
@@ -78,7 +90,9 @@ def test_hybrid_search_finds_exact_figures_and_paraphrases(library: Library, sam
 def test_filters_by_type_and_folder(library: Library, sample_folder: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
-    (other / "note.txt").write_text("The corporate card monthly limit is discussed in the other folder too.")
+    (other / "note.txt").write_text(
+        "The corporate card monthly limit is discussed in the other folder too."
+    )
     library.index([sample_folder, other])
     only_other = library.search("corporate card monthly limit", folders=[str(other)], k=5)
     assert only_other and all(h.path.startswith(str(other)) for h in only_other)
@@ -95,11 +109,15 @@ def test_incremental_runs_touch_only_what_changed(library: Library, sample_folde
     assert again.unchanged == first.added
 
     note = sample_folder / "expense-limits-note.txt"
-    note.write_text(note.read_text() + "\nParking at the airport is reimbursed up to EUR 19 per day.\n")
+    note.write_text(
+        note.read_text() + "\nParking at the airport is reimbursed up to EUR 19 per day.\n"
+    )
     changed = library.index()
     assert changed.updated == 1 and changed.added == 0
     assert 0 < changed.chunks_embedded <= 3
-    assert any("EUR 19 per day" in h.text for h in library.search("airport parking reimbursement", k=3))
+    assert any(
+        "EUR 19 per day" in h.text for h in library.search("airport parking reimbursement", k=3)
+    )
 
     os.utime(note, (time.time() + 50, time.time() + 50))  # touched, same bytes: no re-embedding
     touched = library.index()
@@ -108,8 +126,12 @@ def test_incremental_runs_touch_only_what_changed(library: Library, sample_folde
     note.unlink()
     gone = library.index()
     assert gone.removed == 1
-    assert not [h for h in library.search("airport parking reimbursement", k=10) if "EUR 19" in h.text]
-    assert not [h for h in library.search("airport parking", k=10, mode="bm25") if h.path == str(note)]
+    assert not [
+        h for h in library.search("airport parking reimbursement", k=10) if "EUR 19" in h.text
+    ]
+    assert not [
+        h for h in library.search("airport parking", k=10, mode="bm25") if h.path == str(note)
+    ]
     assert_consistent(library)
 
 
@@ -124,7 +146,9 @@ def test_identical_files_are_embedded_once(library: Library, sample_folder: Path
     assert_consistent(library)
 
 
-def test_every_hostile_pdf_ends_indexed_failed_or_skipped(library: Library, shared_data: Path, tmp_path: Path) -> None:
+def test_every_hostile_pdf_ends_indexed_failed_or_skipped(
+    library: Library, shared_data: Path, tmp_path: Path
+) -> None:
     folder = tmp_path / "pdfs"
     shutil.copytree(shared_data / "pdfs", folder)
     report = library.index([folder])
@@ -145,7 +169,9 @@ def test_every_hostile_pdf_ends_indexed_failed_or_skipped(library: Library, shar
     assert_consistent(library)
 
 
-def test_changing_the_index_config_reembeds_everything(lectern_home: Path, embedder, sample_folder: Path) -> None:
+def test_changing_the_index_config_reembeds_everything(
+    lectern_home: Path, embedder, sample_folder: Path
+) -> None:
     settings = Settings(home=lectern_home)
     with Library(settings, embedder=embedder) as lib:
         first = lib.index([sample_folder])
@@ -158,14 +184,18 @@ def test_changing_the_index_config_reembeds_everything(lectern_home: Path, embed
         assert_consistent(lib)
 
 
-def test_damaged_vector_file_is_rebuilt_and_stale_one_repaired(lectern_home: Path, embedder, sample_folder: Path) -> None:
+def test_damaged_vector_file_is_rebuilt_and_stale_one_repaired(
+    lectern_home: Path, embedder, sample_folder: Path
+) -> None:
     settings = Settings(home=lectern_home)
     with Library(settings, embedder=embedder) as lib:
         lib.index([sample_folder])
         expected = [h.chunk_id for h in lib.search("corporate card monthly limit", mode="dense")]
     settings.vectors_path.write_bytes(b"not an index")
     with Library(settings, embedder=embedder) as lib:
-        assert [h.chunk_id for h in lib.search("corporate card monthly limit", mode="dense")] == expected
+        assert [
+            h.chunk_id for h in lib.search("corporate card monthly limit", mode="dense")
+        ] == expected
         assert lib.vectors.repair_report == "rebuilt"
         assert_consistent(lib)
 
@@ -177,8 +207,12 @@ def test_second_process_gets_a_clear_busy_error(library: Library, lectern_home: 
         "try:\n    Library()\nexcept IndexBusyError as e:\n    print('BUSY', e.message)\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "LECTERN_HOME": str(lectern_home)}, cwd=REPO,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "LECTERN_HOME": str(lectern_home)},
+        cwd=REPO,
     )
     assert "BUSY Another Lectern process" in out.stdout, out.stderr
     assert IndexBusyError
@@ -195,13 +229,19 @@ def _write_corpus(folder: Path, shared_data: Path) -> int:
     return n
 
 
-def test_kill_9_mid_index_then_rerun_finishes_cleanly(lectern_home: Path, embedder, shared_data: Path, tmp_path: Path) -> None:
+def test_kill_9_mid_index_then_rerun_finishes_cleanly(
+    lectern_home: Path, embedder, shared_data: Path, tmp_path: Path
+) -> None:
     folder = tmp_path / "corpus"
     total = _write_corpus(folder, shared_data)
     env = {**os.environ, "LECTERN_HOME": str(lectern_home), "LECTERN_PROGRESS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "core", "index", str(folder)],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     buffer = ""
     deadline = time.monotonic() + 300
@@ -211,7 +251,11 @@ def test_kill_9_mid_index_then_rerun_finishes_cleanly(lectern_home: Path, embedd
     while time.monotonic() < deadline and proc.poll() is None:
         chunk = proc.stderr.read() or ""
         buffer += chunk
-        done = [int(part.split("/")[0].split()[-1]) for part in buffer.split("\r") if f"/{total} files" in part]
+        done = [
+            int(part.split("/")[0].split()[-1])
+            for part in buffer.split("\r")
+            if f"/{total} files" in part
+        ]
         if done and done[-1] >= 15:
             proc.send_signal(signal.SIGKILL)
             killed_at = done[-1]
@@ -236,7 +280,12 @@ def test_cli_json_contracts(lectern_home: Path, sample_folder: Path) -> None:
 
     def run(*args: str) -> dict:
         out = subprocess.run(
-            [sys.executable, "-m", "core", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+            [sys.executable, "-m", "core", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=300,
         )
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -252,7 +301,9 @@ def test_cli_json_contracts(lectern_home: Path, sample_folder: Path) -> None:
     assert "finance director" in first["text"]
 
 
-def test_squad_small_retrieval_quality(tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_squad_small_retrieval_quality(
+    tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from core.eval import evaluate
 
     monkeypatch.setenv("LECTERN_HOME", str(tmp_path / "home"))
@@ -260,5 +311,8 @@ def test_squad_small_retrieval_quality(tmp_path: Path, shared_data: Path, monkey
     by_mode = summary["by_mode"]
     # 87 paragraphs about two topics: the right paragraph should almost always be in the top 5
     assert by_mode["hybrid"]["recall@5"] >= 0.85
-    assert by_mode["hybrid"]["ndcg@10"] >= max(by_mode["bm25"]["ndcg@10"], by_mode["dense"]["ndcg@10"]) - 0.02
+    assert (
+        by_mode["hybrid"]["ndcg@10"]
+        >= max(by_mode["bm25"]["ndcg@10"], by_mode["dense"]["ndcg@10"]) - 0.02
+    )
     assert summary["failed"] == 0

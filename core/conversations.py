@@ -1,0 +1,264 @@
+"""Conversations: questions, answers, their sources and citations, kept in DuckDB.
+
+A conversation is a list of turns. Each turn stores what was asked, the standalone form
+used for retrieval, the answer and how it was made, and JSON copies of the sources and
+citations shown, so an old answer can be displayed (and its spans highlighted) without
+re-running anything. When a file leaves the library, :meth:`forget_documents` blanks the
+text copied from it, so no removed document lingers in the history.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from core.errors import StoreError
+from core.records import Citation, Hit
+
+Connect = Callable[[], duckdb.DuckDBPyConnection]
+
+_SCHEMA = (
+    "CREATE SEQUENCE IF NOT EXISTS conversation_ids START 1",
+    "CREATE SEQUENCE IF NOT EXISTS turn_ids START 1",
+    """CREATE TABLE IF NOT EXISTS conversations(
+        id BIGINT PRIMARY KEY DEFAULT nextval('conversation_ids'),
+        title VARCHAR NOT NULL,
+        created_at TIMESTAMP DEFAULT current_timestamp
+    )""",
+    """CREATE TABLE IF NOT EXISTS turns(
+        id BIGINT PRIMARY KEY DEFAULT nextval('turn_ids'),
+        conversation_id BIGINT NOT NULL,
+        question VARCHAR NOT NULL,
+        standalone_question VARCHAR,
+        answer VARCHAR,
+        mode VARCHAR,
+        created_at TIMESTAMP DEFAULT current_timestamp,
+        sources JSON,
+        citations JSON,
+        warnings JSON
+    )""",
+    "CREATE INDEX IF NOT EXISTS turns_conversation ON turns(conversation_id)",
+)
+
+
+@dataclass(frozen=True)
+class Turn:
+    id: int
+    conversation_id: int
+    question: str
+    standalone_question: str
+    answer: str
+    mode: str
+    created_at: datetime | None
+    sources: tuple[dict[str, Any], ...]
+    citations: tuple[dict[str, Any], ...]
+    warnings: tuple[dict[str, Any], ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "conversation": self.conversation_id,
+            "question": self.question,
+            "standalone_question": self.standalone_question,
+            "answer": self.answer,
+            "mode": self.mode,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "sources": list(self.sources),
+            "citations": list(self.citations),
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    created_at: datetime | None
+    turn_count: int = 0
+
+
+def source_json(n: int, hit: Hit) -> dict[str, Any]:
+    return {"n": n, **hit.to_json(), "document_id": hit.document_id}
+
+
+def _title(question: str) -> str:
+    text = " ".join(question.split())
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+class ConversationStore:
+    """Conversation tables inside the library database.
+
+    ``connect`` returns a DuckDB cursor for the calling thread (``Database.cursor``).
+    ``write_lock``, when given, is the database's writer lock, so these small writes never
+    interleave with an indexing transaction.
+    """
+
+    def __init__(self, connect: Connect, write_lock: Any = None) -> None:
+        self._connect = connect
+        self._lock = write_lock if write_lock is not None else threading.RLock()
+        self._ready = False
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        cur = self._connect()
+        if not self._ready:
+            with self._lock:
+                try:
+                    for statement in _SCHEMA:
+                        cur.execute(statement)
+                except duckdb.Error as exc:
+                    raise StoreError(
+                        f"The conversation history could not be opened: {exc}"
+                    ) from exc
+            self._ready = True
+        return cur
+
+    def create(self, title: str) -> int:
+        with self._lock:
+            row = (
+                self._cursor()
+                .execute(
+                    "INSERT INTO conversations(title) VALUES (?) RETURNING id",
+                    [_title(title) or "Untitled"],
+                )
+                .fetchone()
+            )
+        assert row is not None
+        return int(row[0])
+
+    def get(self, conversation_id: int) -> Conversation | None:
+        row = (
+            self._cursor()
+            .execute(
+                """SELECT c.id, c.title, c.created_at, count(t.id)
+               FROM conversations c LEFT JOIN turns t ON t.conversation_id = c.id
+               WHERE c.id = ? GROUP BY c.id, c.title, c.created_at""",
+                [conversation_id],
+            )
+            .fetchone()
+        )
+        return Conversation(int(row[0]), row[1], row[2], int(row[3])) if row else None
+
+    def list(self, limit: int = 100) -> list[Conversation]:
+        rows = (
+            self._cursor()
+            .execute(
+                """SELECT c.id, c.title, c.created_at, count(t.id)
+               FROM conversations c LEFT JOIN turns t ON t.conversation_id = c.id
+               GROUP BY c.id, c.title, c.created_at
+               ORDER BY max(coalesce(t.created_at, c.created_at)) DESC, c.id DESC LIMIT ?""",
+                [limit],
+            )
+            .fetchall()
+        )
+        return [Conversation(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
+
+    def add_turn(
+        self,
+        conversation_id: int,
+        *,
+        question: str,
+        standalone_question: str,
+        answer: str,
+        mode: str,
+        sources: Sequence[Hit],
+        citations: Sequence[Citation],
+        warnings: Sequence[dict[str, Any]] = (),
+    ) -> int:
+        payload_sources = json.dumps([source_json(i, h) for i, h in enumerate(sources, 1)])
+        payload_citations = json.dumps([c.to_json() for c in citations])
+        with self._lock:
+            row = (
+                self._cursor()
+                .execute(
+                    """INSERT INTO turns(conversation_id, question, standalone_question, answer, mode,
+                                     sources, citations, warnings)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
+                    [
+                        conversation_id,
+                        question,
+                        standalone_question,
+                        answer,
+                        mode,
+                        payload_sources,
+                        payload_citations,
+                        json.dumps(list(warnings)),
+                    ],
+                )
+                .fetchone()
+            )
+        assert row is not None
+        return int(row[0])
+
+    def turns(self, conversation_id: int) -> list[Turn]:
+        rows = (
+            self._cursor()
+            .execute(
+                """SELECT id, conversation_id, question, standalone_question, answer, mode, created_at,
+                      sources, citations, warnings
+               FROM turns WHERE conversation_id = ? ORDER BY id""",
+                [conversation_id],
+            )
+            .fetchall()
+        )
+        return [
+            Turn(
+                id=int(r[0]),
+                conversation_id=int(r[1]),
+                question=r[2],
+                standalone_question=r[3] or r[2],
+                answer=r[4] or "",
+                mode=r[5] or "",
+                created_at=r[6],
+                sources=tuple(json.loads(r[7] or "[]")),
+                citations=tuple(json.loads(r[8] or "[]")),
+                warnings=tuple(json.loads(r[9] or "[]")),
+            )
+            for r in rows
+        ]
+
+    def delete(self, conversation_id: int) -> None:
+        with self._lock:
+            cur = self._cursor()
+            cur.execute("DELETE FROM turns WHERE conversation_id = ?", [conversation_id])
+            cur.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
+
+    def forget_documents(self, paths: Iterable[str]) -> int:
+        """Blank the text copied from ``paths`` into stored turns; returns turns changed."""
+        gone = set(paths)
+        if not gone:
+            return 0
+        changed = 0
+        with self._lock:
+            cur = self._cursor()
+            rows = cur.execute("SELECT id, sources, citations FROM turns").fetchall()
+            for turn_id, raw_sources, raw_citations in rows:
+                sources = json.loads(raw_sources or "[]")
+                citations = json.loads(raw_citations or "[]")
+                hit = False
+                for source in sources:
+                    if source.get("document") in gone and source.get("text"):
+                        source["text"] = ""
+                        source["removed"] = True
+                        hit = True
+                for citation in citations:
+                    if citation.get("document") in gone and (
+                        citation.get("quote") or citation.get("spans")
+                    ):
+                        citation["quote"] = ""
+                        citation["spans"] = [{**s, "text": ""} for s in citation.get("spans") or []]
+                        citation["removed"] = True
+                        hit = True
+                if hit:
+                    cur.execute(
+                        "UPDATE turns SET sources = ?, citations = ? WHERE id = ?",
+                        [json.dumps(sources), json.dumps(citations), turn_id],
+                    )
+                    changed += 1
+        return changed

@@ -1,0 +1,608 @@
+"""Citations in an answer: parse them, check them, and find the sentences they point at.
+
+An answer cites sources as ``[n]``, ``[n, m]`` or ``[n-m]``. Everything here is checked in
+code rather than trusted: a number that matches no source is removed and reported, a
+sentence that states something without a citation is marked unsupported, and a number or
+identifier that none of the cited sources contains is flagged. For each citation the
+sentence(s) of the cited chunk that best support the citing sentence are located (meaning
+via the embedding model plus plain word overlap) and returned as character offsets into
+the *document* text, always inside the cited chunk, so the desktop app can highlight them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from core.records import Citation, Hit, Span
+
+if TYPE_CHECKING:
+    from core.embedding import Embedder
+
+PageLookup = Callable[[Hit, int], "int | None"]  # (hit, document offset) -> page
+
+REFUSAL = "The documents do not contain the answer to this question."
+
+# --- words --------------------------------------------------------------------------
+
+STOPWORDS = frozenset(
+    """
+    a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    may might must shall upon within without via per among whether yet though although however
+    thus therefore one ones many much several etc according source sources document documents
+    did does say says said called named known name
+    """.split()
+)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _stem(word: str) -> str:
+    # Just enough folding for overlap between an answer and its source (plural/possessive).
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def content_words(text: str) -> list[str]:
+    return [_stem(w) for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+
+
+def overlap(query_words: Sequence[str], text_words: set[str]) -> float:
+    """Share of the distinct query words present in the text."""
+    unique = set(query_words)
+    if not unique:
+        return 0.0
+    return len(unique & text_words) / len(unique)
+
+
+# --- sentences ----------------------------------------------------------------------
+
+_ABBREVIATIONS = frozenset(
+    "e.g i.e mr mrs ms dr st vs no nos fig figs al inc ltd jr sr prof gen col lt sgt approx ca cf "
+    "p pp vol ed eds dept est jan feb mar apr jun jul aug sep sept oct nov dec art sec ch".split()
+)
+# A sentence ends at . ! ? (plus closing quotes/brackets) when whitespace and then something
+# other than a lowercase letter follows; at CJK full stops; and at blank lines or bullets.
+_BOUNDARY = re.compile(
+    r"(?P<latin>[.!?…]+[\"'”’)\]]*)(?=\s+(?![a-z]))"
+    r"|(?P<cjk>[。！？]+[」』”’)]*)"
+    r"|(?P<para>\n[ \t]*\n\s*)"
+    r"|(?P<bullet>\n(?=[ \t]*(?:[-*•·▪‣]|\d{1,3}[.)])\s))"
+)
+_MAX_SENTENCE = 600
+
+
+def _is_abbreviation(text: str, dot: int) -> bool:
+    """Whether the period at ``dot`` closes an abbreviation or initial, not a sentence."""
+    head = text[max(0, dot - 12) : dot]
+    match = re.search(r"(?:^|[\s(\[])([A-Za-z.]{1,6})$", head)
+    if not match:
+        return False
+    token = match.group(1)
+    if re.fullmatch(r"(?:[A-Z]\.)*[A-Z]", token):  # J. / U.S.
+        return True
+    return token.lower().rstrip(".") in _ABBREVIATIONS
+
+
+def _trimmed(text: str, start: int, end: int) -> tuple[int, int] | None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if end > start else None
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets of the sentences of ``text``, whitespace trimmed."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _BOUNDARY.finditer(text):
+        if match.group("latin") is not None:
+            punct = match.group("latin")
+            if (
+                punct.startswith(".")
+                and punct.rstrip("\"'”’)]") == "."
+                and _is_abbreviation(text, match.start())
+            ):
+                continue
+            end = match.end()
+            next_start = match.end()
+        elif match.group("cjk") is not None:
+            end = next_start = match.end()
+        else:
+            end = match.start()
+            next_start = match.end()
+        span = _trimmed(text, start, end)
+        if span:
+            spans.append(span)
+        start = next_start
+    span = _trimmed(text, start, len(text))
+    if span:
+        spans.append(span)
+    return [piece for s in spans for piece in _split_long(text, s)]
+
+
+def _split_long(text: str, span: tuple[int, int]) -> list[tuple[int, int]]:
+    # Tables and lists without punctuation would otherwise become one huge "sentence".
+    start, end = span
+    if end - start <= _MAX_SENTENCE or "\n" not in text[start:end]:
+        return [span]
+    out: list[tuple[int, int]] = []
+    pos = start
+    for line in re.finditer(r"\n", text[start:end]):
+        cut = start + line.start()
+        if cut - pos >= 80:
+            piece = _trimmed(text, pos, cut)
+            if piece:
+                out.append(piece)
+            pos = cut + 1
+    piece = _trimmed(text, pos, end)
+    if piece:
+        out.append(piece)
+    return out
+
+
+# --- citation markers ---------------------------------------------------------------
+
+_CITE = re.compile(
+    r"\[\s*(?:(?:sources?|src|doc)\s*)?"
+    r"(?P<body>\d{1,3}(?:\s*(?:,|;|-|–|—|and|&)\s*(?:(?:sources?|src|doc)\s*)?\d{1,3})*)\s*\]",
+    re.IGNORECASE,
+)
+_MAX_RANGE = 50
+
+
+@dataclass(frozen=True)
+class CitationRef:
+    """One bracketed citation in the answer text, ``text[start:end]``."""
+
+    start: int
+    end: int
+    numbers: tuple[int, ...]
+
+
+def _expand(body: str) -> tuple[int, ...]:
+    numbers: list[int] = []
+    for part in re.split(r"\s*(?:,|;|and|&)\s*", body, flags=re.IGNORECASE):
+        part = re.sub(r"(?i)sources?|src|doc", "", part).strip()
+        if not part:
+            continue
+        bounds = re.split(r"\s*[-–—]\s*", part)
+        if len(bounds) == 2 and bounds[0].isdigit() and bounds[1].isdigit():
+            low, high = int(bounds[0]), int(bounds[1])
+            if low <= high and high - low <= _MAX_RANGE:
+                numbers.extend(range(low, high + 1))
+            else:
+                numbers.extend([low, high])
+        else:
+            numbers.extend(int(b) for b in bounds if b.isdigit())
+    seen: dict[int, None] = {}
+    for n in numbers:
+        seen.setdefault(n, None)
+    return tuple(seen)
+
+
+def parse_citations(text: str) -> list[CitationRef]:
+    return [CitationRef(m.start(), m.end(), _expand(m.group("body"))) for m in _CITE.finditer(text)]
+
+
+def remove_unknown(text: str, source_count: int) -> tuple[str, tuple[int, ...]]:
+    """Drop citation numbers outside ``1..source_count``; returns the text and what was dropped."""
+    removed: set[int] = set()
+    out: list[str] = []
+    pos = 0
+    for ref in parse_citations(text):
+        valid = [n for n in ref.numbers if 1 <= n <= source_count]
+        bad = [n for n in ref.numbers if not 1 <= n <= source_count]
+        if not bad:
+            continue
+        removed.update(bad)
+        head = text[pos : ref.start]
+        if valid:
+            out.append(head + "[" + ", ".join(str(n) for n in valid) + "]")
+        else:
+            out.append(head.rstrip(" \t") if head.endswith((" ", "\t")) else head)
+        pos = ref.end
+    out.append(text[pos:])
+    return "".join(out), tuple(sorted(removed))
+
+
+_CITE_WITH_SPACE = re.compile(r"[ \t]*" + _CITE.pattern, re.IGNORECASE)
+_LEADING_CITES = re.compile(r"(?:\s*" + _CITE.pattern + r")+\s*", re.IGNORECASE)
+
+
+def strip_citations(text: str) -> str:
+    return re.sub(r"\s+", " ", _CITE_WITH_SPACE.sub("", text)).strip()
+
+
+# --- answer sentences ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnswerSentence:
+    start: int
+    end: int
+    text: str  # as written, with its citation markers
+    claim: str  # the text without markers or list bullets
+    numbers: tuple[int, ...]
+
+
+_LEADING_MARKUP = re.compile(r"^\s*(?:[-*•·▪‣]|\d{1,3}[.)]|#+)\s+")
+
+
+def answer_sentences(answer: str) -> list[AnswerSentence]:
+    """Sentences of an answer, each with the sources it cites.
+
+    A citation written after the full stop ("... in 1911. [2]") belongs to the sentence
+    before it, not to the next one.
+    """
+    spans = split_sentences(answer)
+    refs = parse_citations(answer)
+    cited: list[list[int]] = [[] for _ in spans]
+    for ref in refs:
+        index = next((i for i, (s, e) in enumerate(spans) if s <= ref.start < e), None)
+        if index is None:
+            continue
+        s, _ = spans[index]
+        before = _CITE.sub("", answer[s : ref.start]).strip()
+        if not before and index > 0:
+            index -= 1
+        for n in ref.numbers:
+            if n not in cited[index]:
+                cited[index].append(n)
+    out: list[AnswerSentence] = []
+    for i, ((s, e), numbers) in enumerate(zip(spans, cited, strict=True)):
+        if i > 0:  # markers at the start were counted for the sentence before
+            lead = _LEADING_CITES.match(answer, s, e)
+            if lead:
+                s = lead.end()
+        text = answer[s:e]
+        claim = _LEADING_MARKUP.sub("", strip_citations(text)).strip()
+        if not claim:  # only markers
+            continue
+        out.append(AnswerSentence(s, e, text, claim, tuple(numbers)))
+    return out
+
+
+def is_refusal(answer: str) -> bool:
+    norm = re.sub(r"\W+", " ", strip_citations(answer).lower()).strip()
+    target = re.sub(r"\W+", " ", REFUSAL.lower()).strip()
+    return norm == target or (norm.startswith(target) and len(norm) < len(target) + 40)
+
+
+_META = re.compile(
+    r"\b(?:the|these|provided|given)\s+(?:sources?|documents?|texts?|passages?)\b.*\b(?:not|no)\b"
+    r"|\bno (?:information|mention)\b",
+    re.IGNORECASE,
+)
+
+
+def is_claim(claim: str) -> bool:
+    """Whether a sentence states something that would need a source."""
+    text = claim.strip()
+    if not text or text.endswith(("?", ":")):
+        return False
+    if is_refusal(text) or _META.search(text):
+        return False
+    return len(content_words(text)) >= 3
+
+
+# --- numbers and identifiers -----------------------------------------------------------
+
+_NUMBERISH = re.compile(
+    r"\d{1,3}(?:[,\u202f\u00a0]\d{3})+(?:\.\d+)?"  # 1,000,000.5
+    r"|[A-Za-z0-9][A-Za-z0-9_./:-]*[A-Za-z0-9]"  # tokens, filtered below
+    r"|\d"
+)
+_SMALL = "zero one two three four five six seven eight nine ten eleven twelve".split()
+
+
+def _norm_digits(text: str) -> str:
+    return re.sub(r"(?<=\d)[,\u202f\u00a0](?=\d{3}\b)", "", text.lower())
+
+
+def identifiers(text: str) -> list[str]:
+    """Numbers, dates, versions, codes: tokens a model must copy exactly."""
+    found: list[str] = []
+    for match in _NUMBERISH.finditer(text):
+        token = match.group(0).rstrip(".:/-")
+        has_digit = any(c.isdigit() for c in token)
+        code_like = "_" in token or re.fullmatch(r"[A-Z]{2,}(?:-[A-Z0-9]+)+", token) is not None
+        if (has_digit or code_like) and token not in found:
+            found.append(token)
+    return found
+
+
+def _contains_token(haystack: str, token: str) -> bool:
+    needle = _norm_digits(token)
+    if re.search(r"(?<![0-9a-z])" + re.escape(needle) + r"(?![0-9a-z])", haystack):
+        return True
+    if needle.isdigit() and int(needle) < len(_SMALL):  # "3" written as "three"
+        return re.search(r"\b" + _SMALL[int(needle)] + r"\b", haystack) is not None
+    return False
+
+
+def unverified_identifiers(claim: str, sources: Sequence[str]) -> list[str]:
+    haystack = _norm_digits(" ".join(sources))
+    return [t for t in identifiers(claim) if not _contains_token(haystack, t)]
+
+
+# --- spans ----------------------------------------------------------------------------
+
+EMBED_WEIGHT = 0.55
+OVERLAP_WEIGHT = 0.45
+
+
+@dataclass(frozen=True)
+class _Scored:
+    start: int  # offsets within the chunk text
+    end: int
+    score: float
+    words: frozenset[str]
+
+
+def _score_sentences(
+    claim: str,
+    claim_vec: np.ndarray | None,
+    chunk_text: str,
+    sentences: list[tuple[int, int]],
+    sentence_vecs: np.ndarray | None,
+) -> list[_Scored]:
+    claim_words = content_words(claim)
+    scored: list[_Scored] = []
+    for i, (s, e) in enumerate(sentences):
+        sent_words = frozenset(content_words(chunk_text[s:e]))
+        score = overlap(claim_words, set(sent_words))
+        if claim_vec is not None and sentence_vecs is not None:
+            cos = float(sentence_vecs[i] @ claim_vec)
+            score = EMBED_WEIGHT * cos + OVERLAP_WEIGHT * score
+        scored.append(_Scored(s, e, score, sent_words))
+    return scored
+
+
+def _pick(claim: str, scored: list[_Scored]) -> list[tuple[int, int]]:
+    """The best sentence, plus a neighbour when it supplies claim words the best one lacks."""
+    if not scored:
+        return []
+    best_i = max(range(len(scored)), key=lambda i: scored[i].score)
+    best = scored[best_i]
+    chosen = [best_i]
+    needed = set(content_words(claim))
+    missing = needed - best.words
+    if missing and len(needed) >= 3:
+        for j in (best_i + 1, best_i - 1):
+            if 0 <= j < len(scored):
+                gain = len(missing & scored[j].words)
+                if gain >= 2 and gain / len(needed) >= 0.2 and scored[j].score >= 0.6 * best.score:
+                    chosen.append(j)
+                    break
+    chosen.sort()
+    return [(scored[i].start, scored[i].end) for i in chosen]
+
+
+def to_spans(
+    hit: Hit, pieces: list[tuple[int, int]], page_of: PageLookup | None
+) -> tuple[Span, ...]:
+    length = max(0, hit.end - hit.start)
+    merged: list[tuple[int, int]] = []
+    for s, e in pieces:
+        if merged and s - merged[-1][1] <= 3:
+            merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    spans: list[Span] = []
+    for s, e in merged:
+        s, e = max(0, min(s, length)), max(0, min(e, length))  # never outside the chunk
+        if e <= s:
+            continue
+        start = hit.start + s
+        page = page_of(hit, start) if page_of is not None else None
+        spans.append(
+            Span(
+                start=start,
+                end=hit.start + e,
+                page=page if page is not None else hit.page,
+                text=hit.text[s:e],
+            )
+        )
+    return tuple(spans)
+
+
+class SpanFinder:
+    """Locates supporting sentences, embedding each chunk's sentences once."""
+
+    def __init__(self, embedder: Embedder | None = None, page_of: PageLookup | None = None) -> None:
+        self.embedder = embedder
+        self.page_of = page_of
+        self._sentences: dict[int, list[tuple[int, int]]] = {}
+        self._vectors: dict[int, np.ndarray] = {}
+        self._claims: dict[str, np.ndarray] = {}
+
+    def _key(self, hit: Hit) -> int:
+        return hit.chunk_id if hit.chunk_id >= 0 else id(hit)
+
+    def sentences(self, hit: Hit) -> list[tuple[int, int]]:
+        key = self._key(hit)
+        if key not in self._sentences:
+            self._sentences[key] = split_sentences(hit.text) or (
+                [(0, len(hit.text))] if hit.text else []
+            )
+        return self._sentences[key]
+
+    def prepare(self, claims: Sequence[str], hits: Sequence[Hit]) -> None:
+        """Embed the claims and the hits' sentences in one batch."""
+        if self.embedder is None:
+            return
+        texts: list[str] = []
+        todo_claims = [c for c in dict.fromkeys(claims) if c not in self._claims]
+        texts.extend(todo_claims)
+        todo_hits: list[Hit] = []
+        for hit in hits:
+            if self._key(hit) in self._vectors or any(
+                self._key(h) == self._key(hit) for h in todo_hits
+            ):
+                continue
+            todo_hits.append(hit)
+            texts.extend(hit.text[s:e] for s, e in self.sentences(hit))
+        if not texts:
+            return
+        vectors = self.embedder.embed(texts)
+        pos = 0
+        for claim in todo_claims:
+            self._claims[claim] = vectors[pos]
+            pos += 1
+        for hit in todo_hits:
+            count = len(self.sentences(hit))
+            self._vectors[self._key(hit)] = vectors[pos : pos + count]
+            pos += count
+
+    def vectors(self, claim: str, hit: Hit) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The claim's vector and the hit's sentence vectors (None without an embedder)."""
+        if self.embedder is None:
+            return None, None
+        self.prepare([claim], [hit])
+        return self._claims.get(claim), self._vectors.get(self._key(hit))
+
+    def find(self, claim: str, hit: Hit) -> tuple[Span, ...]:
+        sentences = self.sentences(hit)
+        if not sentences:
+            return ()
+        if self.embedder is not None:
+            self.prepare([claim], [hit])
+        scored = _score_sentences(
+            claim, self._claims.get(claim), hit.text, sentences, self._vectors.get(self._key(hit))
+        )
+        return to_spans(hit, _pick(claim, scored), self.page_of)
+
+    def best_score(self, claim: str, hit: Hit) -> float:
+        sentences = self.sentences(hit)
+        if not sentences:
+            return 0.0
+        if self.embedder is not None:
+            self.prepare([claim], [hit])
+        scored = _score_sentences(
+            claim, self._claims.get(claim), hit.text, sentences, self._vectors.get(self._key(hit))
+        )
+        return max(s.score for s in scored)
+
+
+def find_spans(
+    claim: str, hit: Hit, embedder: Embedder | None = None, page_of: PageLookup | None = None
+) -> tuple[Span, ...]:
+    """The sentence(s) of ``hit`` that best support ``claim``, in document offsets."""
+    return SpanFinder(embedder, page_of).find(strip_citations(claim), hit)
+
+
+# --- the whole check ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnswerWarning:
+    kind: str  # unknown_citation | unsupported | unverified_number | no_citations | ...
+    message: str
+
+
+@dataclass(frozen=True)
+class CitationReport:
+    answer: str  # the answer with unknown citation numbers removed
+    citations: tuple[Citation, ...]
+    warnings: tuple[AnswerWarning, ...]
+    removed: tuple[int, ...] = ()
+    unsupported: tuple[str, ...] = ()
+    unverified: tuple[str, ...] = ()
+    refusal: bool = False
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def verify_answer(
+    answer: str,
+    hits: Sequence[Hit],
+    embedder: Embedder | None = None,
+    *,
+    page_of: PageLookup | None = None,
+    finder: SpanFinder | None = None,
+) -> CitationReport:
+    """Check every citation of ``answer`` against the numbered ``hits`` (``[1]`` is hits[0])."""
+    cleaned, removed = remove_unknown(answer, len(hits))
+    warnings: list[AnswerWarning] = []
+    if removed:
+        listed = ", ".join(f"[{n}]" for n in removed)
+        warnings.append(
+            AnswerWarning(
+                "unknown_citation",
+                f"The answer cited {listed}, which matches no source; removed.",
+            )
+        )
+    if is_refusal(cleaned):
+        return CitationReport(cleaned, (), tuple(warnings), removed, refusal=True)
+
+    sentences = answer_sentences(cleaned)
+    finder = finder or SpanFinder(embedder, page_of)
+    cited_hits = [hits[n - 1] for s in sentences for n in s.numbers]
+    finder.prepare([s.claim for s in sentences if s.numbers], cited_hits)
+
+    citations: list[Citation] = []
+    unsupported: list[str] = []
+    unverified: list[str] = []
+    for sentence in sentences:
+        if not sentence.numbers:
+            if is_claim(sentence.claim):
+                unsupported.append(sentence.claim)
+            continue
+        for n in sentence.numbers:
+            hit = hits[n - 1]
+            citations.append(
+                Citation(
+                    n=n, hit=hit, spans=finder.find(sentence.claim, hit), sentence=sentence.text
+                )
+            )
+        missing = unverified_identifiers(
+            sentence.claim, [hits[n - 1].text for n in sentence.numbers]
+        )
+        unverified.extend(m for m in missing if m not in unverified)
+        if missing:
+            listed = ", ".join(repr(m) for m in missing)
+            refs = ", ".join(f"[{n}]" for n in sentence.numbers)
+            warnings.append(
+                AnswerWarning(
+                    "unverified_number",
+                    f'{listed} does not appear in the cited source {refs}: "{_short(sentence.claim)}"',
+                )
+            )
+    if not citations and sentences:
+        warnings.append(
+            AnswerWarning(
+                "no_citations", "The answer cites no source; check it against the sources."
+            )
+        )
+    for claim in unsupported:
+        warnings.append(AnswerWarning("unsupported", f'No source is cited for: "{_short(claim)}"'))
+    return CitationReport(
+        answer=cleaned,
+        citations=tuple(citations),
+        warnings=tuple(warnings),
+        removed=removed,
+        unsupported=tuple(unsupported),
+        unverified=tuple(unverified),
+    )
