@@ -86,14 +86,9 @@ def main() -> int:
         pipeline_rate = report.chunks_embedded / index_s
 
         # The raw model on the same chunk texts (a spread sample), same process, same run.
-        rows = (
-            library.db.cursor()
-            .execute(
-                "SELECT context || chr(10) || text FROM chunks USING SAMPLE reservoir(? ROWS) REPEATABLE (7)",
-                [min(args.model_sample, chunks)],
-            )
-            .fetchall()
-        )
+        sample = int(min(args.model_sample, chunks))
+        sample_sql = f"SELECT context || chr(10) || text FROM chunks USING SAMPLE reservoir({sample} ROWS) REPEATABLE (7)"
+        rows = library.db.cursor().execute(sample_sql).fetchall()
         texts = [r[0] for r in rows]
         t0 = time.monotonic()
         for i in range(0, len(texts), 64):

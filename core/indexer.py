@@ -10,11 +10,13 @@ cores stay busy; embedding batches span several small files for the same reason.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
 import os
 import queue
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -29,7 +31,7 @@ from core.errors import ParseError
 from core.ingest.registry import detect_type, skip_reason
 from core.ingest.sandbox import ParserPool
 from core.records import Chunk, DocState, IndexProgress, IndexReport, ParsedDocument
-from core.scan import FileInfo, iter_files
+from core.scan import FileInfo, is_ignored_in, iter_files
 from core.store.db import Database
 from core.store.keyword import KeywordIndex
 from core.store.vectors import VectorIndex, blobs_to_matrix
@@ -96,6 +98,24 @@ class Plan:
     unchanged: int
 
 
+def _root_of(path: str, folders: Sequence[str]) -> str | None:
+    """The library folder that holds ``path``."""
+    return next(
+        (f for f in folders if path == f or path.startswith(f.rstrip(os.sep) + os.sep)), None
+    )
+
+
+def _under(sorted_paths: list[str], folder: str) -> list[str]:
+    prefix = folder.rstrip(os.sep) + os.sep
+    start = bisect.bisect_left(sorted_paths, prefix)
+    found = []
+    for path in sorted_paths[start:]:
+        if not path.startswith(prefix):
+            break
+        found.append(path)
+    return found
+
+
 class Indexer:
     def __init__(
         self,
@@ -116,20 +136,31 @@ class Indexer:
         self.parser = parser
         self.index_config = index_config
         self.ignore_patterns = tuple(ignore_patterns)
+        # One run at a time: the watcher, a full index and a folder removal must not
+        # interleave their plans and writes.
+        self.lock = threading.RLock()
+        # Saving the vector file costs ~0.5 s at 100k chunks. It is derived data (checked
+        # against DuckDB at open), so the folder watcher, applying many small change
+        # sets, raises this to save it at most this often instead of after every one.
+        self.vector_save_interval_s = 0.0
+        self._last_vector_save = float("-inf")
 
     # --- planning ---------------------------------------------------------------
 
     def plan(self, folders: Iterable[str], only: Iterable[str] | None = None) -> Plan:
         """Compare disk with the database. ``only`` limits the plan to these paths
-        (used by the watcher); otherwise whole folders are scanned."""
+        (used by the watcher); otherwise whole folders are scanned. A folder in ``only``
+        stands for everything under it: what is on disk now and what was indexed there
+        (a folder deleted, moved away or moved in)."""
         cur = self.db.cursor()
         known: dict[str, tuple[int, float, str, str, str | None]] = {}
         folder_list = list(folders)
+        roots = set(folder_list)
         rows = cur.execute(
             "SELECT path, size, mtime, state, content_hash, index_config, folder FROM documents"
         ).fetchall()
         for path, size, mtime, state, digest, config, folder in rows:
-            if folder in folder_list:
+            if folder in roots:
                 known[path] = (size, mtime, state, digest, config)
         on_disk: list[FileInfo] = []
         if only is None:
@@ -138,23 +169,32 @@ class Indexer:
             candidates = set(known)
         else:
             candidates = set()
+            sorted_known: list[str] | None = None
+            listed: set[str] = set()
             for path in only:
-                folder = next(
-                    (
-                        f
-                        for f in folder_list
-                        if path == f or path.startswith(f.rstrip(os.sep) + os.sep)
-                    ),
-                    None,
-                )
+                folder = _root_of(path, folder_list)
                 if folder is None:
                     continue
                 candidates.add(path)
+                if path not in known:
+                    # Possibly a folder: what was indexed below it is in question too.
+                    if sorted_known is None:
+                        sorted_known = sorted(known)
+                    candidates.update(_under(sorted_known, path))
+                if is_ignored_in(path, folder, self.ignore_patterns):
+                    continue  # as in a full scan: not part of the library (removed if known)
+                if os.path.isdir(path):
+                    for info in iter_files(path, self.ignore_patterns):
+                        if info.path not in listed:
+                            listed.add(info.path)
+                            on_disk.append(FileInfo(info.path, folder, info.size, info.mtime))
+                    continue
                 try:
                     st = os.stat(path)
                 except OSError:
                     continue
-                if os.path.isfile(path):
+                if stat.S_ISREG(st.st_mode) and path not in listed:
+                    listed.add(path)
                     on_disk.append(FileInfo(path, folder, st.st_size, st.st_mtime))
         seen = {f.path for f in on_disk}
         to_index: list[FileInfo] = []
@@ -166,9 +206,11 @@ class Indexer:
                 to_index.append(info)
                 continue
             size, mtime, state, digest, config = prior
-            if state == DocState.PENDING.value or (
-                state == DocState.INDEXED.value and config != self.index_config
-            ) or size != info.size:
+            if (
+                state == DocState.PENDING.value
+                or (state == DocState.INDEXED.value and config != self.index_config)
+                or size != info.size
+            ):
                 to_index.append(info)
             elif mtime != info.mtime:
                 # Same size, new mtime: only a hash tells whether the content changed
@@ -193,11 +235,25 @@ class Indexer:
         progress: ProgressCallback | None = None,
         controls: Controls | None = None,
     ) -> IndexReport:
+        with self.lock:
+            return self._run(folders, only, progress, controls or Controls())
+
+    def _run(
+        self,
+        folders: Iterable[str],
+        only: Iterable[str] | None,
+        progress: ProgressCallback | None,
+        controls: Controls,
+    ) -> IndexReport:
         started = time.monotonic()
-        controls = controls or Controls()
         self._vectors()  # open (and reconcile) before writing, so it never replays our own writes
         plan = self.plan(folders, only)
-        removed = self.remove_paths(plan.to_remove)
+        # A file that was moved or renamed shows up as one path removed and one added with
+        # the same content: the removed one stays until the run ends so that the added one
+        # can take its chunks and embeddings (matched by content hash) instead of
+        # re-embedding them. Only sizes that match a new file can be such a source.
+        move_sources = self._possible_move_sources(plan)
+        removed = self.remove_paths([p for p in plan.to_remove if p not in move_sources])
         self._touch(plan.touched)
         counts = {"added": 0, "updated": 0, "failed": 0, "skipped": 0, "embedded": 0, "reused": 0}
         failures: list[tuple[str, str]] = []
@@ -259,7 +315,8 @@ class Indexer:
                 batch, pending, pending_chunks = pending, [], 0
                 vectors = self._embed_batch(batch)
                 for prepared in batch:
-                    chunks_written = self._write(prepared, vectors.get(prepared.info.path))
+                    vectors_for, fresh = vectors.get(prepared.info.path, (None, 0))
+                    chunks_written = self._write(prepared, vectors_for)
                     done += 1
                     if prepared.state is DocState.FAILED:
                         counts["failed"] += 1
@@ -270,9 +327,8 @@ class Indexer:
                         counts["updated"] += 1
                     else:
                         counts["added"] += 1
-                    counts["reused" if prepared.reuse_from is not None else "embedded"] += (
-                        chunks_written
-                    )
+                    counts["embedded"] += fresh
+                    counts["reused"] += chunks_written - fresh
                     report(prepared.info.path)
                 if time.monotonic() - last_publish > PUBLISH_EVERY_S:
                     # Long runs: make finished files searchable and persist vectors as we go.
@@ -286,6 +342,9 @@ class Indexer:
                     prepared_queue.get(timeout=0.05)
                 except queue.Empty:
                     pass
+            # Wait for the producer before removing donors it may still be reading.
+            producer.join(timeout=5.0)
+            removed += self.remove_paths(sorted(move_sources))
             self.publish()
         return IndexReport(
             added=counts["added"],
@@ -301,12 +360,31 @@ class Indexer:
             failures=tuple(failures),
         )
 
+    def _possible_move_sources(self, plan: Plan) -> set[str]:
+        if not plan.to_remove or not plan.to_index:
+            return set()
+        rows = (
+            self.db.cursor()
+            .execute(
+                """SELECT path FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[]))
+                   AND state = 'indexed' AND size IN (SELECT unnest(?::BIGINT[]))""",
+                [list(plan.to_remove), sorted({f.size for f in plan.to_index})],
+            )
+            .fetchall()
+        )
+        return {r[0] for r in rows}
+
     def publish(self) -> None:
         """Make committed changes visible to keyword search and persist the vector file."""
         self.keyword.refresh()
-        vectors = self._vectors()
-        vectors.maybe_compact()
-        vectors.save_if_dirty()
+        self._vectors().maybe_compact()
+        self.save_vectors(older_than_s=self.vector_save_interval_s)
+
+    def save_vectors(self, older_than_s: float = 0.0) -> None:
+        """Persist the vector file if it changed, unless saved less than ``older_than_s`` ago."""
+        if time.monotonic() - self._last_vector_save >= older_than_s:
+            self._vectors().save_if_dirty()
+            self._last_vector_save = time.monotonic()
 
     # --- producer: hash, detect, parse, chunk -------------------------------------
 
@@ -388,18 +466,52 @@ class Indexer:
 
     # --- consumer: embed and write ------------------------------------------------
 
-    def _embed_batch(self, batch: Sequence[_Prepared]) -> dict[str, np.ndarray]:
+    def _embed_batch(self, batch: Sequence[_Prepared]) -> dict[str, tuple[np.ndarray, int]]:
+        """Vectors per file, and how many of them the model had to compute.
+
+        An edited file usually keeps most of its passages: chunks whose exact text (with
+        context) is already stored for that path reuse their embedding, so saving a small
+        change to a long document re-embeds only the passages that changed.
+        """
         texts: list[str] = []
-        owners: list[tuple[str, int, int]] = []
+        owners: list[tuple[str, list[int | np.ndarray]]] = []
         for prepared in batch:
             if prepared.state is not DocState.INDEXED or prepared.reuse_from is not None:
                 continue
-            owners.append((prepared.info.path, len(texts), len(texts) + len(prepared.chunks)))
-            texts.extend(c.embedding_text for c in prepared.chunks)
-        if not texts:
-            return {}
-        vectors = self._embedder().embed(texts)
-        return {path: vectors[a:b] for path, a, b in owners}
+            previous = self._stored_embeddings(prepared.info.path)
+            slots: list[int | np.ndarray] = []
+            for chunk in prepared.chunks:
+                known = previous.get(chunk.embedding_text)
+                if known is not None:
+                    slots.append(known)
+                else:
+                    slots.append(len(texts))
+                    texts.append(chunk.embedding_text)
+            owners.append((prepared.info.path, slots))
+        computed = self._embedder().embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
+        result: dict[str, tuple[np.ndarray, int]] = {}
+        for path, slots in owners:
+            rows = [computed[s] if isinstance(s, int) else s for s in slots]
+            fresh = sum(1 for s in slots if isinstance(s, int))
+            result[path] = (np.vstack(rows).astype(np.float32) if rows else computed[:0], fresh)
+        return result
+
+    def _stored_embeddings(self, path: str) -> dict[str, np.ndarray]:
+        rows = (
+            self.db.cursor()
+            .execute(
+                """SELECT coalesce(c.context, '') , c.text, c.embedding FROM chunks c
+                   JOIN documents d ON d.id = c.document_id
+                   WHERE d.path = ? AND d.index_config = ? AND c.embedding IS NOT NULL""",
+                [path, self.index_config],
+            )
+            .fetchall()
+        )
+        stored: dict[str, np.ndarray] = {}
+        for context, text, blob in rows:
+            key = f"{context}\n{text}" if context else text
+            stored[key] = np.frombuffer(blob, dtype=np.float32)
+        return stored
 
     def _existing_paths(self, paths: Sequence[str]) -> set[str]:
         if not paths:

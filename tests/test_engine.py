@@ -316,3 +316,20 @@ def test_squad_small_retrieval_quality(
         >= max(by_mode["bm25"]["ndcg@10"], by_mode["dense"]["ndcg@10"]) - 0.02
     )
     assert summary["failed"] == 0
+
+
+def test_editing_one_section_reembeds_only_that_section(library: Library, sample_folder: Path) -> None:
+    handbook = sample_folder / "on-call-handbook.md"
+    library.index([sample_folder])
+    total = library.documents(folder=str(sample_folder), state="indexed")
+    chunks_before = next(d.chunks for d in total if d.path == str(handbook))
+    assert chunks_before >= 4
+    text = handbook.read_text()
+    handbook.write_text(text.rstrip() + "\n\nThe pager escalation drill runs every second Thursday.\n")
+    report = library.index()
+    assert report.updated == 1
+    assert 1 <= report.chunks_embedded < chunks_before  # unchanged sections keep their vectors
+    assert report.chunks_reused > 0
+    hits = library.search("when does the pager escalation drill run", k=3)
+    assert any("second Thursday" in h.text for h in hits)
+    assert_consistent(library)
