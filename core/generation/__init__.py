@@ -1,0 +1,51 @@
+"""Answer generation: prompt assembly, LLM clients, citation checks, the extractive answer."""
+
+from __future__ import annotations
+
+from core.generation.citations import (
+    REFUSAL,
+    AnswerWarning,
+    CitationReport,
+    SpanFinder,
+    find_spans,
+    parse_citations,
+    remove_unknown,
+    split_sentences,
+    verify_answer,
+)
+from core.generation.extractive import ExtractiveAnswer, extract_answer
+from core.generation.llm import (
+    ChatDelta,
+    LLMClient,
+    ModelInfo,
+    OllamaClient,
+    OpenAICompatClient,
+    PullProgress,
+    make_client,
+)
+from core.generation.prompt import Prompt, build_messages, fit_prompt, strip_invisible
+
+__all__ = [
+    "REFUSAL",
+    "AnswerWarning",
+    "ChatDelta",
+    "CitationReport",
+    "ExtractiveAnswer",
+    "LLMClient",
+    "ModelInfo",
+    "OllamaClient",
+    "OpenAICompatClient",
+    "Prompt",
+    "PullProgress",
+    "SpanFinder",
+    "build_messages",
+    "extract_answer",
+    "find_spans",
+    "fit_prompt",
+    "make_client",
+    "parse_citations",
+    "remove_unknown",
+    "split_sentences",
+    "strip_invisible",
+    "verify_answer",
+]

@@ -30,18 +30,172 @@ REFUSAL = "The documents do not contain the answer to this question."
 # --- words --------------------------------------------------------------------------
 
 STOPWORDS = frozenset(
-    """
-    a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers herself him himself his how i if in into is it
-    its itself just me more most my myself no nor not now of off on once only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself yourselves
-    may might must shall upon within without via per among whether yet though although however
-    thus therefore one ones many much several etc according source sources document documents
-    did does say says said called named known name
-    """.split()
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "may",
+        "might",
+        "must",
+        "shall",
+        "upon",
+        "within",
+        "without",
+        "via",
+        "per",
+        "among",
+        "whether",
+        "yet",
+        "though",
+        "although",
+        "however",
+        "thus",
+        "therefore",
+        "one",
+        "ones",
+        "many",
+        "much",
+        "several",
+        "etc",
+        "according",
+        "source",
+        "sources",
+        "document",
+        "documents",
+        "did",
+        "does",
+        "say",
+        "says",
+        "said",
+        "called",
+        "named",
+        "known",
+        "name",
+    ]
 )
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -75,8 +229,55 @@ def overlap(query_words: Sequence[str], text_words: set[str]) -> float:
 # --- sentences ----------------------------------------------------------------------
 
 _ABBREVIATIONS = frozenset(
-    "e.g i.e mr mrs ms dr st vs no nos fig figs al inc ltd jr sr prof gen col lt sgt approx ca cf "
-    "p pp vol ed eds dept est jan feb mar apr jun jul aug sep sept oct nov dec art sec ch".split()
+    [
+        "e.g",
+        "i.e",
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "st",
+        "vs",
+        "no",
+        "nos",
+        "fig",
+        "figs",
+        "al",
+        "inc",
+        "ltd",
+        "jr",
+        "sr",
+        "prof",
+        "gen",
+        "col",
+        "lt",
+        "sgt",
+        "approx",
+        "ca",
+        "cf",
+        "p",
+        "pp",
+        "vol",
+        "ed",
+        "eds",
+        "dept",
+        "est",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "art",
+        "sec",
+        "ch",
+    ]
 )
 # A sentence ends at . ! ? (plus closing quotes/brackets) when whitespace and then something
 # other than a lowercase letter follows; at CJK full stops; and at blank lines or bullets.
@@ -294,14 +495,21 @@ _META = re.compile(
 )
 
 
+_FILLER = re.compile(
+    r"(?:i hope|hope this|let me know|feel free|happy to help|glad to help|here (?:is|are)|"
+    r"i (?:can|could|would)|thank)",
+    re.IGNORECASE,
+)
+
+
 def is_claim(claim: str) -> bool:
     """Whether a sentence states something that would need a source."""
     text = claim.strip()
     if not text or text.endswith(("?", ":")):
         return False
-    if is_refusal(text) or _META.search(text):
+    if is_refusal(text) or _META.search(text) or _FILLER.match(text):
         return False
-    return len(content_words(text)) >= 3
+    return len(content_words(text)) >= 2
 
 
 # --- numbers and identifiers -----------------------------------------------------------
@@ -311,7 +519,21 @@ _NUMBERISH = re.compile(
     r"|[A-Za-z0-9][A-Za-z0-9_./:-]*[A-Za-z0-9]"  # tokens, filtered below
     r"|\d"
 )
-_SMALL = "zero one two three four five six seven eight nine ten eleven twelve".split()
+_SMALL = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+]
 
 
 def _norm_digits(text: str) -> str:

@@ -6,8 +6,13 @@ best one to three sentences are returned verbatim, each with its citation and sp
 labelled as extracted rather than written. When even the best sentence scores below a
 threshold the documents probably do not hold the answer, and the refusal is returned.
 
-The weights and threshold were calibrated on SQuAD 2.0 (../shared/data/squad-small, the
-answerable versus the unanswerable questions) with bench/extractive_squad.py.
+The weights and threshold were calibrated on SQuAD 2.0 (../shared/data/squad-small) with
+bench/extractive_squad.py. SQuAD's unanswerable questions are near-copies of answerable
+ones written against the same paragraph, and no similarity threshold separates them (ROC
+AUC 0.52-0.54). What a threshold can do is decline questions the documents do not cover at
+all (answerable questions asked of the other article: AUC 0.9998). 0.5 declines 99.7% of
+those while giving up about 1% of the answerable ones (full pipeline: 77.1% contain the gold
+answer, 77.8% if never declining).
 """
 
 from __future__ import annotations
@@ -23,9 +28,8 @@ from core.generation.citations import (
     REFUSAL,
     PageLookup,
     SpanFinder,
-    to_spans,
     content_words,
-    split_sentences,
+    to_spans,
 )
 from core.records import Citation, Hit
 
@@ -40,7 +44,7 @@ MAX_SENTENCES = 3
 MAX_HITS = 4
 MIN_SENTENCE_CHARS = 12
 
-EXTRACTIVE_NOTE = "Extracted from your documents (no language model was used)."
+EXTRACTIVE_NOTE = "extracted from your documents; no language model wrote this answer"
 
 
 @dataclass(frozen=True)

@@ -788,9 +788,18 @@ class OpenAICompatClient:
             raise self._errors.transport(exc, "", "") from None
 
     def context_length(self, model: str) -> int | None:
-        """The OpenAI API does not say; the model is checked against the list instead."""
-        names = {m.name for m in self.list_models()}
-        if names and model not in names and f"{model}:latest" not in names:
+        """The OpenAI API does not say; the model is checked against the server's list.
+
+        A server that lists a single model (llama.cpp serves whatever it loaded, under any
+        name) or cannot list at all is given the benefit of the doubt.
+        """
+        try:
+            names = {m.name for m in self.list_models()}
+        except (LLMUnavailableError, LLMTimeoutError):
+            raise
+        except LLMError:
+            return None
+        if len(names) > 1 and model not in names and f"{model}:latest" not in names:
             raise self._errors.not_found(model)
         return None
 

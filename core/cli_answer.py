@@ -1,0 +1,330 @@
+"""The answering subcommands of ``lectern``: ``ask``, ``models`` and ``pull``.
+
+``register(subparsers)`` adds them and returns ``{name: handler}``; core/cli.py calls the
+handler with the parsed arguments and turns a raised LecternError into a message, a hint
+and a non-zero exit status. ``ask`` reports its own errors (the answer stream carries
+them) and exits 0 whenever an answer was given, extractive fallbacks included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from core.config import load_settings
+from core.errors import LecternError
+from core.generation.citations import REFUSAL
+from core.generation.extractive import EXTRACTIVE_NOTE
+from core.generation.llm import ModelInfo, PullProgress, make_client
+from core.records import Citation
+
+Handler = Callable[[argparse.Namespace], int]
+
+EXIT_ERROR = 2  # same as core/cli.py for a LecternError
+EXIT_INTERRUPTED = 130
+
+
+def register(subparsers: Any) -> dict[str, Handler]:
+    p = subparsers.add_parser("ask", help="answer a question from your documents, with citations")
+    p.add_argument("question")
+    p.add_argument("--model", help="model name on the server (default: from the settings)")
+    p.add_argument("--conversation", type=int, help="continue this conversation (its id)")
+    p.add_argument("-k", type=int, help="how many sources to retrieve (default: from the settings)")
+    p.add_argument(
+        "--no-llm", action="store_true", help="extract sentences instead of asking a model server"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+
+    p = subparsers.add_parser("models", help="list the models the configured server has")
+    p.add_argument("--json", action="store_true")
+
+    p = subparsers.add_parser("pull", help="download a model into Ollama, with progress")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true")
+    return {"ask": cmd_ask, "models": cmd_models, "pull": cmd_pull}
+
+
+# --- ask --------------------------------------------------------------------------------
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _display_path(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def citation_lines(citations: tuple[Citation, ...]) -> list[str]:
+    """``[n] file, page N: "supporting sentence"``, once per distinct (source, quote)."""
+    lines: list[str] = []
+    seen: set[tuple[int, str]] = set()
+    for c in sorted(citations, key=lambda c: c.n):
+        quote = _one_line(c.quote)
+        if (c.n, quote) in seen:
+            continue
+        seen.add((c.n, quote))
+        page = c.spans[0].page if c.spans else c.hit.page
+        where = _display_path(c.hit.path) + (f", page {page}" if page is not None else "")
+        lines.append(f'[{c.n}] {where}: "{quote}"')
+    return lines
+
+
+def answer_json(done: Any) -> dict[str, object]:
+    return {
+        "answer": done.answer,
+        "mode": done.mode,
+        "citations": [
+            {
+                "n": c.n,
+                "document": c.hit.path,
+                "page": c.spans[0].page if c.spans else c.hit.page,
+                "start": c.spans[0].start if c.spans else c.hit.start,
+                "end": c.spans[-1].end if c.spans else c.hit.end,
+                "quote": c.quote,
+            }
+            for c in done.citations
+        ],
+        "warnings": [w.to_json() for w in done.warnings],
+        "timings": dict(done.timings),
+        "conversation": done.conversation_id,
+        "model": done.model,
+        "question": done.question,
+    }
+
+
+def cmd_ask(
+    args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    from core.library import Library
+    from core.qa import DoneEvent, ErrorEvent, SourcesEvent, TokenEvent, WarningEvent, ask
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    as_json = bool(getattr(args, "json", False))
+    cancel = threading.Event()
+    streamed: list[str] = []
+    library = Library(load_settings())
+    try:
+        events = ask(
+            library,
+            args.question,
+            getattr(args, "conversation", None),
+            model=getattr(args, "model", None),
+            cancel=cancel,
+            use_llm=not getattr(args, "no_llm", False),
+            k=getattr(args, "k", None),
+        )
+        for event in events:
+            if isinstance(event, SourcesEvent) and not as_json and not event.hits:
+                print("No indexed passage matches this question.", file=err)
+            elif isinstance(event, TokenEvent) and not as_json:
+                streamed.append(event.text)
+                out.write(event.text)
+                out.flush()
+            elif isinstance(event, WarningEvent):
+                pass  # printed after the answer and its sources (DoneEvent has them all)
+            elif isinstance(event, ErrorEvent):
+                if as_json:
+                    print(json.dumps(event.to_json()), file=out)
+                else:
+                    if streamed:
+                        out.write("\n")
+                    print(f"Error: {event.error.message}", file=err)
+                    if event.error.hint:
+                        print(f"Hint: {event.error.hint}", file=err)
+                return EXIT_ERROR
+            elif isinstance(event, DoneEvent):
+                if as_json:
+                    print(json.dumps(answer_json(event)), file=out)
+                    return 0
+                _print_done(event, "".join(streamed), out)
+                for warning in event.warnings:
+                    print(f"Warning: {warning.message}", file=err)
+                return 0
+        return 0
+    except KeyboardInterrupt:
+        cancel.set()  # the stream's finally shuts the connection; say what happened
+        out.write("\n")
+        print("Cancelled.", file=err)
+        return EXIT_INTERRUPTED
+    finally:
+        library.close()
+
+
+def _print_done(done: Any, streamed: str, out: TextIO) -> None:
+    if streamed and not streamed.endswith("\n"):
+        out.write("\n")
+    if streamed.strip() and streamed.strip() != done.answer.strip():
+        # Unknown citation numbers were removed: show the checked answer.
+        out.write(f"\nChecked answer:\n{done.answer}\n")
+    if done.mode == "extractive":
+        out.write(f"({EXTRACTIVE_NOTE})\n")
+    elif done.mode == "declined" and done.answer.strip() != REFUSAL:
+        out.write(f"{REFUSAL}\n")
+    lines = citation_lines(done.citations)
+    if lines:
+        out.write("\nSources:\n" + "\n".join(lines) + "\n")
+    if done.conversation_id is not None:
+        out.write(
+            f"\n(conversation {done.conversation_id}: continue with --conversation {done.conversation_id})\n"
+        )
+    out.flush()
+
+
+# --- models -------------------------------------------------------------------------------
+
+
+def _size(num: int | None) -> str:
+    if num is None:
+        return "-"
+    size = float(num)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        size /= 1000
+    return f"{size:.1f} TB"
+
+
+def cmd_models(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    settings = load_settings()
+    client = make_client(settings)
+    try:
+        models: list[ModelInfo] = client.list_models()
+    finally:
+        client.close()
+    current = settings.llm_model
+    names = {m.name for m in models}
+    configured_present = current in names or f"{current}:latest" in names
+    if getattr(args, "json", False):
+        print(
+            json.dumps(
+                {
+                    "server": client.url,
+                    "kind": client.kind,
+                    "configured": current,
+                    "configured_installed": configured_present,
+                    "models": [m.to_json() for m in models],
+                }
+            ),
+            file=out,
+        )
+        return 0
+    if not models:
+        out.write(f"The server at {client.url} has no models. Pull one: lectern pull {current}\n")
+        return 0
+    width = max(len(m.name) for m in models)
+    out.write(f"  {'NAME':<{width}}  {'SIZE':>9}  {'PARAMS':>7}  QUANT\n")
+    for m in models:
+        mark = "*" if m.name in (current, f"{current}:latest") else " "
+        out.write(
+            f"{mark} {m.name:<{width}}  {_size(m.size):>9}  {m.parameter_size or '-':>7}  {m.quantization or '-'}\n"
+        )
+    if not configured_present:
+        out.write(f"\nThe configured model {current!r} is not installed: lectern pull {current}\n")
+    return 0
+
+
+# --- pull ---------------------------------------------------------------------------------
+
+
+class PullBar:
+    """One progress line per layer on stderr; plain status lines when not a terminal."""
+
+    def __init__(self, stream: TextIO, min_interval: float = 0.1) -> None:
+        self.stream = stream
+        self.tty = stream.isatty() or os.environ.get("LECTERN_PROGRESS") == "1"
+        self.min_interval = min_interval
+        self._last_status = ""
+        self._last_draw = 0.0
+        self._open_line = False
+
+    def __call__(self, p: PullProgress) -> None:
+        if p.total and p.digest:
+            self._bar(p)
+            return
+        self._end_line()
+        if p.status != self._last_status:
+            print(p.status, file=self.stream)
+        self._last_status = p.status
+
+    def _bar(self, p: PullProgress) -> None:
+        fraction = p.fraction or 0.0
+        now = time.monotonic()
+        if not self.tty:
+            if p.status != self._last_status:
+                print(f"{p.status} ({_size(p.total)})", file=self.stream)
+                self._last_status = p.status
+            return
+        if now - self._last_draw < self.min_interval and fraction < 1.0:
+            return
+        self._last_draw = now
+        width = 28
+        filled = int(width * fraction)
+        bar = "█" * filled + "░" * (width - filled)
+        line = f"\r{p.status} {bar} {fraction:4.0%} {_size(p.completed)}/{_size(p.total)}"
+        self.stream.write(line + " " * 4)
+        self.stream.flush()
+        self._open_line = True
+        if p.status != self._last_status:
+            self._last_status = p.status
+
+    def _end_line(self) -> None:
+        if self._open_line:
+            self.stream.write("\n")
+            self._open_line = False
+
+    def close(self) -> None:
+        self._end_line()
+        self.stream.flush()
+
+
+def cmd_pull(
+    args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    settings = load_settings()
+    client = make_client(settings)
+    cancel = threading.Event()
+    bar = PullBar(err)
+    last: PullProgress | None = None
+    try:
+        for progress in client.pull(args.name, cancel=cancel):
+            last = progress
+            bar(progress)
+    except KeyboardInterrupt:
+        cancel.set()
+        bar.close()
+        print("Cancelled; Ollama resumes the download where it stopped next time.", file=err)
+        return EXIT_INTERRUPTED
+    finally:
+        bar.close()
+        client.close()
+    ok = last is not None and last.status == "success"
+    if getattr(args, "json", False):
+        print(
+            json.dumps({"model": args.name, "status": last.status if last else "", "ok": ok}),
+            file=out,
+        )
+    elif ok:
+        print(f"Pulled {args.name}.", file=out)
+    if not ok:
+        raise LecternError(
+            f"The pull of {args.name!r} ended without success ({last.status if last else 'no reply'}).",
+            "Try again; Ollama resumes an interrupted download.",
+        )
+    return 0
