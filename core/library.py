@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from core.store.keyword import KeywordIndex
 from core.store.vectors import VectorIndex
 
 DEFAULT_DIM = 384  # all-MiniLM-L6-v2; used before the model is loaded
+_DEVICE_KEY = "folder_device:"  # meta key prefix: the device a library folder was last seen on
 
 
 @dataclass(frozen=True)
@@ -165,19 +167,47 @@ class Library:
         return folder
 
     def remove_folder(self, path: str | Path) -> int:
-        """Forget a folder the user removed: its documents, chunks and vectors go too."""
+        """Forget a folder the user removed: its documents, chunks and vectors go too.
+        (A folder that merely disappeared, such as an unplugged drive, is kept: see
+        ``folder_online``.)"""
         folder = normalize_folder(path)
-        paths = [
-            r[0]
-            for r in self.db.cursor()
-            .execute("SELECT path FROM documents WHERE folder = ?", [folder])
-            .fetchall()
-        ]
-        removed = self.indexer.remove_paths(paths)
-        with self.db.transaction() as cur:
-            cur.execute("DELETE FROM folders WHERE path = ?", [folder])
-        self.indexer.publish()
+        with self.indexer.lock:  # a running sync must not re-add what is being removed
+            paths = [
+                r[0]
+                for r in self.db.cursor()
+                .execute("SELECT path FROM documents WHERE folder = ?", [folder])
+                .fetchall()
+            ]
+            removed = self.indexer.remove_paths(paths)
+            with self.db.transaction() as cur:
+                cur.execute("DELETE FROM folders WHERE path = ?", [folder])
+                cur.execute("DELETE FROM meta WHERE key = ?", [_DEVICE_KEY + folder])
+            self.indexer.publish()
         return removed
+
+    def folder_online(self, folder: str) -> bool:
+        """Whether a library folder can be read now. An offline folder (unmounted drive,
+        network share away, folder renamed or deleted outside Lectern) keeps its
+        documents searchable instead of being wiped; it is re-read when it comes back.
+
+        An unmounted drive often leaves its mount point behind as an empty folder on
+        another device: that also counts as offline, or the index would be emptied."""
+        try:
+            st = os.stat(folder)
+            if stat.S_ISDIR(st.st_mode):
+                with os.scandir(folder) as entries:
+                    empty = next(entries, None) is None
+            else:
+                empty = False
+        except OSError:
+            return False
+        recorded = self.db.get_meta(_DEVICE_KEY + folder)
+        if recorded is not None and recorded != str(st.st_dev) and empty:
+            return False
+        if recorded != str(st.st_dev):
+            with self.db.transaction() as cur:
+                self.db.set_meta(_DEVICE_KEY + folder, str(st.st_dev), cur)
+        return True
 
     # --- indexing -------------------------------------------------------------------
 
@@ -195,8 +225,23 @@ class Library:
             targets = [normalize_folder(p) for p in paths]
         else:
             targets = self.folders()
-        online = [f for f in targets if os.path.exists(f)]
-        self._mark_online(targets)
+        online = self._mark_online(targets)
+        return self.indexer.run(online, progress=progress, controls=controls)
+
+    def sync(
+        self,
+        folders: Sequence[str | Path] | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        controls: Controls | None = None,
+    ) -> IndexReport:
+        """Reconcile library folders (all, or these) with the disk, without adding any:
+        a cheap stat-only pass that re-reads only files whose size or mtime changed.
+        Offline folders are marked and left alone."""
+        known = self.folders()
+        wanted = {normalize_folder(f) for f in folders} if folders is not None else None
+        targets = [f for f in known if wanted is None or f in wanted]
+        online = self._mark_online(targets)
         return self.indexer.run(online, progress=progress, controls=controls)
 
     def sync_files(
@@ -207,7 +252,7 @@ class Library:
         controls: Controls | None = None,
     ) -> IndexReport:
         """Re-check just these paths (changed, created or deleted) against the disk."""
-        folders = [f for f in self.folders() if os.path.exists(f)]
+        folders = [f for f in self.folders() if self.folder_online(f)]
         return self.indexer.run(
             folders, only=[normalize_folder(p) for p in paths], progress=progress, controls=controls
         )
@@ -219,11 +264,14 @@ class Library:
             )
         return self.sync_files([path])
 
-    def _mark_online(self, folders: Sequence[str]) -> None:
+    def _mark_online(self, folders: Sequence[str]) -> list[str]:
+        """Record which folders are online; returns those."""
+        online = [f for f in folders if self.folder_online(f)]
         with self.db.transaction() as cur:
             for folder in folders:
-                state = "online" if os.path.exists(folder) else "offline"
+                state = "online" if folder in online else "offline"
                 cur.execute("UPDATE folders SET state = ? WHERE path = ?", [state, folder])
+        return online
 
     # --- reading --------------------------------------------------------------------
 
@@ -308,7 +356,13 @@ class Library:
         )
         return [
             FolderStatus(
-                r[0], os.path.exists(r[0]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6])
+                r[0],
+                self.folder_online(r[0]),
+                int(r[2]),
+                int(r[3]),
+                int(r[4]),
+                int(r[5]),
+                int(r[6]),
             )
             for r in rows
         ]

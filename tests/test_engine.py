@@ -249,8 +249,10 @@ def test_kill_9_mid_index_then_rerun_finishes_cleanly(
     assert proc.stderr is not None
     os.set_blocking(proc.stderr.fileno(), False)
     while time.monotonic() < deadline and proc.poll() is None:
-        chunk = proc.stderr.read() or ""
-        buffer += chunk
+        try:
+            buffer += os.read(proc.stderr.fileno(), 65536).decode("utf-8", "replace")
+        except BlockingIOError:
+            pass
         done = [
             int(part.split("/")[0].split()[-1])
             for part in buffer.split("\r")

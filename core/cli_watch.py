@@ -1,0 +1,162 @@
+"""``lectern watch [PATH...]``: index the library folders, then keep the index equal to
+them until Ctrl-C, printing each change set as it is applied.
+
+Human-readable lines go to standard output as they happen (progress bars to standard
+error); with ``--json`` each line is one JSON object instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from core.errors import LecternError
+from core.records import IndexProgress
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def register(subparsers: Any) -> dict[str, Handler]:
+    p = subparsers.add_parser("watch", help="index folders, then follow their changes until Ctrl-C")
+    p.add_argument(
+        "paths", nargs="*", help="folders or files to add; none means every folder already added"
+    )
+    p.add_argument(
+        "--reconcile",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how often to re-check every folder for changes no event reported (default 60)",
+    )
+    p.add_argument(
+        "--poll",
+        action="store_true",
+        help="check folders by polling instead of file-system events (network drives)",
+    )
+    p.add_argument(
+        "--poll-interval", type=float, default=5.0, metavar="SECONDS", help="(default 5)"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    return {"watch": cmd_watch}
+
+
+def _emit(
+    args: argparse.Namespace, lock: threading.Lock, record: dict[str, object], text: str
+) -> None:
+    with lock:
+        print(json.dumps(record) if args.json else text, flush=True)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from core.cli import ProgressBar, _open_library
+    from core.watch import AppliedBatch, FolderWatcher
+
+    library = _open_library()
+    out_lock = threading.Lock()
+    bar_holder: list[ProgressBar] = [ProgressBar()]
+
+    def progress(p: IndexProgress) -> None:
+        bar_holder[0](p)
+
+    def on_batch(batch: AppliedBatch) -> None:
+        bar_holder[0].close()
+        bar_holder[0] = ProgressBar()
+        r = batch.report
+        if not (r.added or r.updated or r.removed or r.failed or r.skipped):
+            return
+        when = time.strftime("%H:%M:%S", time.localtime(batch.finished_at))
+        kind = "reconciled" if batch.reconcile else "applied"
+        shown = ", ".join(batch.paths[:5]) + (
+            f" and {len(batch.paths) - 5} more" if len(batch.paths) > 5 else ""
+        )
+        text = (
+            f"{when} {kind}: {r.added} added, {r.updated} updated, {r.removed} removed, "
+            f"{r.failed} failed ({r.chunks_embedded} chunks embedded, {r.chunks_reused} reused) "
+            f"in {r.elapsed_s:.2f} s: {shown}"
+        )
+        for path, reason in r.failures:
+            text += f"\n  failed: {path}: {reason}"
+        _emit(
+            args,
+            out_lock,
+            {
+                "event": kind,
+                "added": r.added,
+                "updated": r.updated,
+                "removed": r.removed,
+                "failed": r.failed,
+                "skipped": r.skipped,
+                "chunks_embedded": r.chunks_embedded,
+                "chunks_reused": r.chunks_reused,
+                "elapsed_s": round(r.elapsed_s, 3),
+                "paths": list(batch.paths),
+                "failures": [{"path": p, "reason": why} for p, why in r.failures],
+            },
+            text,
+        )
+
+    def on_status(folder: str, state: str, reason: str) -> None:
+        text = f"{folder}: {state}" + (f" ({reason})" if reason else "")
+        _emit(
+            args,
+            out_lock,
+            {"event": "status", "folder": folder, "state": state, "reason": reason},
+            text,
+        )
+
+    def on_error(exc: LecternError) -> None:
+        with out_lock:
+            print(f"Error: {exc.message}", file=sys.stderr, flush=True)
+            if exc.hint:
+                print(f"Hint: {exc.hint}", file=sys.stderr, flush=True)
+
+    for path in args.paths:
+        library.add_folder(Path(path))
+    if not library.folders():
+        library.close()
+        raise LecternError("There is no folder to watch.", "Run `lectern watch FOLDER` to add one.")
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)  # a service stop ends cleanly too
+    watcher = FolderWatcher(
+        library,
+        reconcile_interval_s=args.reconcile if args.reconcile > 0 else None,
+        poll_interval_s=args.poll_interval,
+        force_polling=args.poll,
+        on_batch=on_batch,
+        on_status=on_status,
+        on_error=on_error,
+        progress=progress,
+    )
+    try:
+        watcher.start(reconcile=True)  # the first pass indexes what changed while away
+        while not watcher.wait_idle(0.5):
+            pass
+        folders = library.folders()
+        _emit(
+            args,
+            out_lock,
+            {"event": "watching", "folders": folders},
+            f"Watching {len(folders)} folder{'s' if len(folders) != 1 else ''}. "
+            "Press Ctrl-C to stop.",
+        )
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        watcher.stop()
+        bar_holder[0].close()
+        library.close()
+    _emit(args, out_lock, {"event": "stopped"}, "Stopped. The index is saved.")
+    return 0
