@@ -139,6 +139,9 @@ class Indexer:
         # One run at a time: the watcher, a full index and a folder removal must not
         # interleave their plans and writes.
         self.lock = threading.RLock()
+        # Called with the paths of removed documents after their rows are gone, so other
+        # stores (saved conversations) can drop text copied from them.
+        self.on_removed: list[Callable[[Sequence[str]], None]] = []
         # Saving the vector file costs ~0.5 s at 100k chunks. It is derived data (checked
         # against DuckDB at open), so the folder watcher, applying many small change
         # sets, raises this to save it at most this often instead of after every one.
@@ -728,4 +731,9 @@ class Indexer:
             cur.execute("DELETE FROM documents WHERE id IN (SELECT unnest(?::BIGINT[]))", [ids])
             self._bump_version(cur)
         self._vectors().remove(chunk_ids)
+        for callback in self.on_removed:
+            try:
+                callback(list(paths))
+            except Exception:  # a secondary store must never undo or block the removal
+                log.exception("removal callback failed")
         return len(ids)

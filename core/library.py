@@ -74,6 +74,13 @@ class Library:
             self.index_config,
             self.settings.ignore_patterns,
         )
+        self.indexer.on_removed.append(self._forget_in_conversations)
+
+    def _forget_in_conversations(self, paths: Sequence[str]) -> None:
+        """A removed file leaves no cached answer text behind."""
+        from core.conversations import ConversationStore
+
+        ConversationStore(self.db.cursor, self.db.write_lock).forget_documents(paths)
 
     # --- lazily loaded parts ----------------------------------------------------------
 

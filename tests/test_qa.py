@@ -478,3 +478,24 @@ def test_cli_models_and_pull(cli_env: FakeOllama, capsys: pytest.CaptureFixture[
     cli_env.stop()
     assert main(["models"]) != 0
     assert "ollama serve" in capsys.readouterr().err
+
+
+def test_deleting_a_file_blanks_its_text_in_saved_answers(
+    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    note = docs / "fees.md"
+    note.write_text(NOTE, encoding="utf-8")
+    with Library(Settings(home=tmp_path / "home"), embedder=embedder) as lib:
+        lib.index([docs])
+        events = list(ask(lib, "How much is the late payment fee?", use_llm=False))
+        done = next(e for e in events if isinstance(e, DoneEvent))
+        store = conversation_store(lib)
+        turn = store.turns(done.conversation_id)[0]
+        assert any("15 euros" in s.get("text", "") for s in turn.sources)
+        note.unlink()
+        lib.index()
+        turn = store.turns(done.conversation_id)[0]
+        assert all(s.get("text", "") == "" for s in turn.sources if s.get("document") == str(note))
+        assert "15 euros" not in json.dumps(turn.sources)
