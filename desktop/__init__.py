@@ -1,0 +1,1 @@
+"""Lectern's desktop app: a PySide6 window over the ``core`` engine."""

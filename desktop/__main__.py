@@ -1,0 +1,79 @@
+"""``python -m desktop`` (and the ``lectern-desktop`` launcher): start the window.
+
+The window is shown before anything heavy is imported; the library and the embedding
+model load in the background while the status bar says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(
+        level=os.environ.get("LECTERN_LOG", "WARNING").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    args = list(sys.argv[1:] if argv is None else argv)
+    folders = [a for a in args if not a.startswith("-")]
+
+    from PySide6.QtCore import QCoreApplication, QSettings, Qt
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
+
+    QCoreApplication.setOrganizationName("Lectern")
+    QCoreApplication.setApplicationName("Lectern")
+    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(
+        Qt.HighDpiScaleFactorRoundingPolicy.PassThrough
+    )
+    app = QApplication.instance() or QApplication(
+        [sys.argv[0], *[a for a in args if a.startswith("-")]]
+    )
+    assert isinstance(app, QApplication)
+    app.setApplicationDisplayName("Lectern")
+    app.setDesktopFileName("lectern")
+
+    from core.config import load_settings
+    from core.errors import LecternError
+    from desktop.single_instance import SingleInstance
+
+    try:
+        settings = load_settings()
+    except LecternError as exc:
+        from PySide6.QtWidgets import QMessageBox
+
+        QMessageBox.critical(None, "Lectern", f"{exc.message}\n\n{exc.hint}")
+        return 2
+    instance = SingleInstance(str(settings.home))
+    if instance.notify_running([os.path.abspath(f) for f in folders]):
+        return 0
+    instance.listen()
+
+    from desktop.app import Backend
+    from desktop.main_window import MainWindow
+    from desktop.theme import Theme, app_icon
+
+    qsettings = QSettings()
+    theme = Theme(str(qsettings.value("appearance", "system")))
+    theme.apply()
+    app.setWindowIcon(app_icon())
+    backend = Backend(settings)
+    window = MainWindow(backend, theme, qsettings)
+    instance.activated.connect(window.bring_to_front)
+    window.show()
+    backend.start()
+    if folders:
+        backend.add_folders(folders)
+    code = app.exec()
+    instance.close()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,669 @@
+"""The evidence panel: the cited passage in its document, with the supporting sentence lit.
+
+PDFs are shown as the rendered page (QtPdf): the span's text is located in the page's own
+text layer and its character range turned into rectangles with
+``QPdfDocument.getSelectionAtIndex``; page rendering and text lookup run in the background,
+on a private ``QPdfDocument``, so a large page never stalls the window. Other formats show
+the surrounding extracted text with the span highlighted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QProcess, QRectF, QSize, QSizeF, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (
+    QColor,
+    QDesktopServices,
+    QImage,
+    QPainter,
+    QPaintEvent,
+    QPen,
+    QResizeEvent,
+    QTextCharFormat,
+    QTextCursor,
+)
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QStackedWidget,
+    QTextBrowser,
+    QTextEdit,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.errors import LecternError
+from desktop.app import Backend
+from desktop.locate import excerpt_bounds, locate
+from desktop.theme import Palette, Theme, icon
+from desktop.viewmodels import EvidenceRequest
+from desktop.workers import TaskContext, describe_error
+
+RENDER_WIDTH = 1800  # pixels; painted scaled, so zooming never waits for a re-render
+MAX_AUTO_ZOOM = 2.6
+QUOTE_CHARS = 260
+
+
+@dataclass
+class PdfEvidence:
+    image: QImage
+    page: int  # 1-based
+    page_count: int
+    page_size: QSizeF  # points
+    rects: list[QRectF] = field(default_factory=list)  # points, origin top-left
+    found: bool = False
+
+
+@dataclass
+class TextEvidence:
+    text: str
+    ranges: list[tuple[int, int]]  # highlight ranges inside ``text``
+    clipped_start: bool
+    clipped_end: bool
+
+
+def render_pdf_evidence(
+    path: str, page: int | None, needles: list[str], width: int = RENDER_WIDTH
+) -> PdfEvidence:
+    """Render the page holding ``needles`` (tried on ``page`` first, then its neighbours)."""
+    from PySide6.QtPdf import QPdfDocument
+
+    doc = QPdfDocument(None)
+    try:
+        error = doc.load(path)
+        if error != QPdfDocument.Error.None_ or doc.pageCount() == 0:
+            raise LecternError(
+                f"The PDF could not be displayed ({_pdf_error(error)}).",
+                "Use “Open original” to view it in your PDF reader.",
+            )
+        count = doc.pageCount()
+        first = min(max((page or 1) - 1, 0), count - 1)
+        order = [first] + [p for p in (first + 1, first - 1, first + 2) if 0 <= p < count]
+        chosen, rects = first, []
+        for index in order:
+            found = _find_rects(doc, index, needles)
+            if found:
+                chosen, rects = index, found
+                break
+        return _render(doc, chosen, width, rects, count)
+    finally:
+        doc.close()
+
+
+def render_pdf_page(path: str, page: int, width: int = RENDER_WIDTH) -> PdfEvidence:
+    from PySide6.QtPdf import QPdfDocument
+
+    doc = QPdfDocument(None)
+    try:
+        error = doc.load(path)
+        if error != QPdfDocument.Error.None_:
+            raise LecternError(f"The PDF could not be displayed ({_pdf_error(error)}).")
+        count = doc.pageCount()
+        return _render(doc, min(max(page - 1, 0), count - 1), width, [], count)
+    finally:
+        doc.close()
+
+
+def _pdf_error(error: object) -> str:
+    name = getattr(error, "name", str(error))
+    return {
+        "FileNotFound": "the file is no longer there",
+        "IncorrectPassword": "it is password-protected",
+        "InvalidFileFormat": "the file is damaged",
+        "UnsupportedSecurityScheme": "its protection is not supported",
+    }.get(name, name)
+
+
+def _find_rects(doc: object, index: int, needles: list[str]) -> list[QRectF]:
+    text = doc.getAllText(index).text()  # type: ignore[attr-defined]
+    rects: list[QRectF] = []
+    for needle in needles:
+        where = locate(needle, text)
+        if where is None:
+            continue
+        start, end = where
+        selection = doc.getSelectionAtIndex(index, start, end - start)  # type: ignore[attr-defined]
+        for polygon in selection.bounds():
+            rects.append(polygon.boundingRect())
+    return rects
+
+
+def _render(doc: object, index: int, width: int, rects: list[QRectF], count: int) -> PdfEvidence:
+    size_pt: QSizeF = doc.pagePointSize(index)  # type: ignore[attr-defined]
+    if size_pt.width() <= 0:
+        size_pt = QSizeF(612, 792)
+    # Oversized sheets (posters, drawings) are capped by height too.
+    scale = min(width / size_pt.width(), 2.2 * width / max(size_pt.height(), 1))
+    pixels = QSize(max(1, int(size_pt.width() * scale)), max(1, int(size_pt.height() * scale)))
+    image = doc.render(index, pixels)  # type: ignore[attr-defined]
+    return PdfEvidence(image, index + 1, count, size_pt, rects, bool(rects))
+
+
+def load_text_evidence(text: str, ranges: list[tuple[int, int]]) -> TextEvidence:
+    ranges = [(max(0, s), min(len(text), e)) for s, e in ranges if e > s]
+    if not ranges:
+        return TextEvidence(text[:6000], [], False, len(text) > 6000)
+    lo, hi = excerpt_bounds(text, min(s for s, _ in ranges), max(e for _, e in ranges))
+    return TextEvidence(text[lo:hi], [(s - lo, e - lo) for s, e in ranges], lo > 0, hi < len(text))
+
+
+class PageCanvas(QWidget):
+    """A rendered PDF page with translucent highlight boxes, scaled to fit the width."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.evidence: PdfEvidence | None = None
+        self.zoom = 1.0
+        self.fit_width = 400
+        self.fill = QColor("#FFE07A")
+        self.outline = QColor("#E5A800")
+        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+
+    @property
+    def rects(self) -> list[QRectF]:
+        return self.evidence.rects if self.evidence else []
+
+    def set_colors(self, palette: Palette) -> None:
+        self.fill = QColor(palette.highlight)
+        self.fill.setAlpha(110)
+        self.outline = QColor(palette.highlight_strong)
+        self.update()
+
+    def set_evidence(self, evidence: PdfEvidence | None) -> None:
+        self.evidence = evidence
+        self._resize()
+
+    def set_fit_width(self, width: int) -> None:
+        self.fit_width = max(120, width)
+        self._resize()
+
+    def set_zoom(self, zoom: float) -> None:
+        self.zoom = min(4.0, max(0.4, zoom))
+        self._resize()
+
+    def scale(self) -> float:
+        if not self.evidence:
+            return 1.0
+        return self.fit_width * self.zoom / self.evidence.page_size.width()
+
+    def _resize(self) -> None:
+        if not self.evidence:
+            self.setFixedSize(1, 1)
+            return
+        s = self.scale()
+        size = self.evidence.page_size
+        self.setFixedSize(int(size.width() * s), int(size.height() * s))
+        self.update()
+
+    def highlight_box(self) -> QRectF | None:
+        if not self.rects:
+            return None
+        s = self.scale()
+        box = self.rects[0]
+        for r in self.rects[1:]:
+            box = box.united(r)
+        return QRectF(box.x() * s, box.y() * s, box.width() * s, box.height() * s)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        if not self.evidence:
+            return
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.fillRect(self.rect(), QColor("white"))
+        painter.drawImage(QRectF(self.rect()), self.evidence.image)
+        s = self.scale()
+        painter.setPen(QPen(self.outline, 1.2))
+        painter.setBrush(self.fill)
+        # Multiply keeps the text readable under the highlight, like a marker pen.
+        painter.setCompositionMode(QPainter.CompositionMode.CompositionMode_Multiply)
+        for r in self.rects:
+            painter.drawRoundedRect(
+                QRectF(r.x() * s - 2, r.y() * s - 1, r.width() * s + 4, r.height() * s + 2), 2, 2
+            )
+        painter.end()
+
+
+class PdfView(QScrollArea):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("pdfView")
+        self.canvas = PageCanvas()
+        self.setWidget(self.canvas)
+        self.setWidgetResizable(False)
+        self.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.canvas.set_fit_width(self.viewport().width() - 24)
+
+    def show_evidence(self, evidence: PdfEvidence) -> None:
+        self.canvas.set_fit_width(self.viewport().width() - 24)
+        self.canvas.set_evidence(evidence)
+        self.canvas.set_zoom(self._reading_zoom(evidence))
+        QTimer.singleShot(0, self.scroll_to_highlight)
+
+    def _reading_zoom(self, evidence: PdfEvidence) -> float:
+        """Zoom so the highlighted lines fill the panel's width: a whole page fitted into
+        a side panel is too small to read, and reading the sentence is the point."""
+        if not evidence.rects:
+            return 1.0
+        left = min(r.left() for r in evidence.rects)
+        right = max(r.right() for r in evidence.rects)
+        width_pt = max(right - left, 1.0)
+        base = self.canvas.fit_width / evidence.page_size.width()
+        wanted = (self.viewport().width() - 40) / (width_pt * base)
+        return max(1.0, min(MAX_AUTO_ZOOM, wanted))
+
+    def scroll_to_highlight(self) -> None:
+        box = self.canvas.highlight_box()
+        if box is None:
+            self.verticalScrollBar().setValue(0)
+            self.horizontalScrollBar().setValue(0)
+            return
+        target = int(box.center().y() - self.viewport().height() / 3)
+        self.verticalScrollBar().setValue(max(0, target))
+        across = int(box.center().x() - self.viewport().width() / 2)
+        self.horizontalScrollBar().setValue(max(0, across))
+
+
+class EvidencePanel(QFrame):
+    open_settings = Signal()
+
+    def __init__(self, backend: Backend, theme: Theme, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("evidencePanel")
+        self.backend = backend
+        self.theme = theme
+        self.current: EvidenceRequest | None = None
+        self.mode = "empty"  # empty | loading | pdf | text | message
+        self.pdf_page: int | None = None
+        self.pdf_count = 0
+        self.located = False
+        self._token = 0
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+
+        header = QFrame(objectName="panelHeader")
+        head = QVBoxLayout(header)
+        head.setContentsMargins(16, 12, 12, 10)
+        head.setSpacing(4)
+        top = QHBoxLayout()
+        top.setSpacing(6)
+        self.caption = QLabel("Evidence", objectName="panelTitle")
+        top.addWidget(self.caption)
+        top.addStretch(1)
+        self.zoom_out = self._tool("zoom-out", "Zoom out (Ctrl+-)", lambda: self._zoom(1 / 1.2))
+        self.zoom_in = self._tool("zoom-in", "Zoom in (Ctrl++)", lambda: self._zoom(1.2))
+        self.prev_page = self._tool("page-prev", "Previous page", lambda: self._step(-1))
+        self.next_page = self._tool("page-next", "Next page", lambda: self._step(1))
+        for button in (self.prev_page, self.next_page, self.zoom_out, self.zoom_in):
+            top.addWidget(button)
+        self.open_button = QPushButton("Open original", objectName="secondaryButton")
+        self.open_button.setToolTip("Open the file in your system's viewer")
+        self.open_button.clicked.connect(self.open_original)
+        top.addWidget(self.open_button)
+        head.addLayout(top)
+        self.title = QLabel(objectName="evidenceTitle")
+        self.title.setWordWrap(True)
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.meta = QLabel(objectName="muted")
+        self.meta.setWordWrap(True)
+        head.addWidget(self.title)
+        head.addWidget(self.meta)
+        layout.addWidget(header)
+
+        self.quote = QLabel(objectName="quoteBox")
+        self.quote.setWordWrap(True)
+        self.quote.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.quote.setTextFormat(Qt.TextFormat.RichText)
+        quote_wrap = QFrame(objectName="quoteWrap")
+        qlay = QVBoxLayout(quote_wrap)
+        qlay.setContentsMargins(14, 10, 14, 10)
+        qlay.addWidget(self.quote)
+        self.quote_wrap = quote_wrap
+        layout.addWidget(quote_wrap)
+
+        self.stack = QStackedWidget()
+        self.placeholder = self._placeholder()
+        self.loading = QLabel("Opening the document…", objectName="muted")
+        self.loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.pdf_view = PdfView()
+        self.text_view = QTextBrowser(objectName="textEvidence")
+        self.text_view.setOpenLinks(False)
+        self.text_view.setFrameShape(QFrame.Shape.NoFrame)
+        self.message = QLabel(objectName="evidenceMessage")
+        self.message.setWordWrap(True)
+        self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.message.setContentsMargins(24, 24, 24, 24)
+        for widget in (self.placeholder, self.loading, self.pdf_view, self.text_view, self.message):
+            self.stack.addWidget(widget)
+        layout.addWidget(self.stack, 1)
+
+        theme.changed.connect(self._restyle)
+        self._restyle(theme.palette)
+        self.clear()
+
+    # --- building ------------------------------------------------------------------------
+
+    def _tool(self, name: str, tip: str, slot: object) -> QToolButton:
+        button = QToolButton(objectName="iconButton")
+        button.setToolTip(tip)
+        button.setAccessibleName(tip)
+        button.setProperty("iconName", name)
+        button.setIcon(icon(name))
+        button.setIconSize(QSize(16, 16))
+        button.clicked.connect(slot)  # type: ignore[arg-type]
+        return button
+
+    def _placeholder(self) -> QWidget:
+        box = QWidget()
+        lay = QVBoxLayout(box)
+        lay.setContentsMargins(32, 32, 32, 32)
+        lay.addStretch(1)
+        self._placeholder_icon = QLabel()
+        self._placeholder_icon.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        lay.addWidget(self._placeholder_icon)
+        title = QLabel("See where answers come from", objectName="emptyTitle")
+        title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        lay.addWidget(title)
+        text = QLabel(
+            "Click a numbered citation in an answer, or a search result, to open the passage "
+            "in its document with the supporting sentence highlighted.",
+            objectName="muted",
+        )
+        text.setWordWrap(True)
+        text.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        lay.addWidget(text)
+        lay.addStretch(2)
+        return box
+
+    def _restyle(self, palette: Palette) -> None:
+        self.pdf_view.canvas.set_colors(palette)
+        for button in (self.prev_page, self.next_page, self.zoom_out, self.zoom_in):
+            button.setIcon(icon(str(button.property("iconName")), palette.muted))
+        self.open_button.setIcon(icon("external", palette.text, 16))
+        self._placeholder_icon.setPixmap(icon("document-search", palette.faint, 40).pixmap(40, 40))
+        if self.mode == "text" and self.current is not None:
+            self._apply_text_highlights()
+
+    # --- showing --------------------------------------------------------------------------
+
+    def clear(self) -> None:
+        self._token += 1
+        self.current = None
+        self.mode = "empty"
+        self.title.setText("")
+        self.meta.setText("")
+        self.title.hide()
+        self.meta.hide()
+        self.quote_wrap.hide()
+        self.open_button.setEnabled(False)
+        self._pdf_controls(False)
+        self.stack.setCurrentWidget(self.placeholder)
+
+    def show_request(self, request: EvidenceRequest) -> None:
+        self._token += 1
+        token = self._token
+        self.current = request
+        self.located = False
+        self.title.setText(f"{request.label}  {request.title}")
+        self.title.show()
+        self.meta.setText(self._meta_text(request, None))
+        self.meta.show()
+        quote = _plain(" ".join(s.text for s in request.spans))
+        if quote:
+            # The page below shows it whole; a long quote here would push the page away.
+            shown = quote if len(quote) <= QUOTE_CHARS else quote[: QUOTE_CHARS - 1].rstrip() + "…"
+            self.quote.setText(f"“{_escape(shown)}”")
+            self.quote.setToolTip(quote if shown != quote else "")
+            self.quote_wrap.show()
+        else:
+            self.quote_wrap.hide()
+        self.open_button.setEnabled(os.path.exists(request.path))
+        if request.removed or not os.path.exists(request.path):
+            self._show_message(
+                "This document is no longer available.",
+                "It was removed from the library or moved. Add its folder again to see it here.",
+            )
+            return
+        self.mode = "loading"
+        self.stack.setCurrentWidget(self.loading)
+        if request.type == "pdf":
+            needles = [s.text for s in request.spans if s.text.strip()]
+            path, page = request.path, request.page
+
+            def render(ctx: TaskContext) -> PdfEvidence:
+                return render_pdf_evidence(path, page, needles)
+
+            self.backend.background.submit(
+                render,
+                name="render pdf",
+                on_result=lambda ev: self._pdf_ready(token, ev),
+                on_error=lambda exc: self._pdf_failed(token, exc),
+            )
+        else:
+            self._load_text(token, request)
+
+    def _load_text(self, token: int, request: EvidenceRequest) -> None:
+        document_id = request.document_id
+        spans = [(s.start, s.end) for s in request.spans]
+        if document_id is None:
+            self._show_message("This passage has no stored text to show.", "")
+            return
+
+        def load(library: object, ctx: TaskContext) -> TextEvidence:
+            text = library.document_text(document_id)  # type: ignore[attr-defined]
+            if not text:
+                raise LecternError(
+                    "The text of this document is no longer in the library.",
+                    "It was removed or is being re-indexed; try again in a moment.",
+                )
+            return load_text_evidence(text, spans)
+
+        self.backend.run(
+            load,
+            name="document text",
+            on_result=lambda ev: self._text_ready(token, ev),
+            on_error=lambda exc: self._text_failed(token, exc),
+        )
+
+    def _pdf_ready(self, token: int, evidence: PdfEvidence) -> None:
+        if token != self._token:
+            return
+        self.mode = "pdf"
+        self.pdf_page = evidence.page
+        self.pdf_count = evidence.page_count
+        self.located = evidence.found or self.located
+        self.stack.setCurrentWidget(self.pdf_view)
+        self.pdf_view.show_evidence(evidence)
+        self._pdf_controls(True)
+        if self.current is not None:
+            self.meta.setText(self._meta_text(self.current, evidence))
+
+    def _pdf_failed(self, token: int, exc: BaseException) -> None:
+        if token != self._token or self.current is None:
+            return
+        # The extracted text still shows the passage when the page cannot be drawn.
+        self._load_text(token, self.current)
+
+    def _text_ready(self, token: int, evidence: TextEvidence) -> None:
+        if token != self._token:
+            return
+        self.mode = "text"
+        self._pdf_controls(False)
+        self._text = evidence
+        prefix = "…\n" if evidence.clipped_start else ""
+        suffix = "\n…" if evidence.clipped_end else ""
+        self._text_offset = len(prefix)
+        self.text_view.setPlainText(_unwrap(prefix + evidence.text + suffix))
+        self.stack.setCurrentWidget(self.text_view)
+        self.located = bool(evidence.ranges)
+        self._apply_text_highlights()
+
+    def _apply_text_highlights(self) -> None:
+        evidence: TextEvidence | None = getattr(self, "_text", None)
+        if evidence is None:
+            return
+        palette = self.theme.palette
+        fmt = QTextCharFormat()
+        fmt.setBackground(QColor(palette.highlight))
+        fmt.setForeground(QColor(palette.text))
+        selections = []
+        for start, end in evidence.ranges:
+            cursor = QTextCursor(self.text_view.document())
+            cursor.setPosition(start + self._text_offset)
+            cursor.setPosition(end + self._text_offset, QTextCursor.MoveMode.KeepAnchor)
+            selection = QTextEdit.ExtraSelection()
+            selection.cursor = cursor  # type: ignore[attr-defined]
+            selection.format = fmt  # type: ignore[attr-defined]
+            selections.append(selection)
+        self.text_view.setExtraSelections(selections)
+        if evidence.ranges:
+            QTimer.singleShot(0, lambda: self._scroll_text_to(evidence.ranges[0][0]))
+
+    def highlighted_text(self) -> list[str]:
+        """The highlighted characters in the text view (used by tests and copy)."""
+        return [s.cursor.selectedText() for s in self.text_view.extraSelections()]
+
+    def _scroll_text_to(self, position: int) -> None:
+        cursor = QTextCursor(self.text_view.document())
+        cursor.setPosition(position + self._text_offset)
+        rect = self.text_view.cursorRect(cursor)
+        bar = self.text_view.verticalScrollBar()
+        bar.setValue(bar.value() + rect.top() - self.text_view.viewport().height() // 3)
+
+    def _text_failed(self, token: int, exc: BaseException) -> None:
+        if token != self._token:
+            return
+        message, hint = describe_error(exc)
+        self._show_message(message, hint)
+
+    def _show_message(self, message: str, hint: str) -> None:
+        self.mode = "message"
+        self._pdf_controls(False)
+        self.message.setText(
+            f"<p><b>{_escape(message)}</b></p><p>{_escape(hint)}</p>" if hint else _escape(message)
+        )
+        self.stack.setCurrentWidget(self.message)
+
+    def _meta_text(self, request: EvidenceRequest, evidence: PdfEvidence | None) -> str:
+        name = os.path.basename(request.path)
+        if evidence is not None:
+            where = f"page {evidence.page} of {evidence.page_count}"
+            if not evidence.found and request.spans:
+                where += " · the exact sentence could not be located on the page"
+            return f"{name} · {where}"
+        if request.page:
+            return f"{name} · page {request.page}"
+        return name
+
+    def _pdf_controls(self, visible: bool) -> None:
+        for button in (self.prev_page, self.next_page, self.zoom_out, self.zoom_in):
+            button.setVisible(visible)
+        if visible:
+            self.prev_page.setEnabled(bool(self.pdf_page and self.pdf_page > 1))
+            self.next_page.setEnabled(bool(self.pdf_page and self.pdf_page < self.pdf_count))
+
+    def _zoom(self, factor: float) -> None:
+        if self.mode == "pdf":
+            canvas = self.pdf_view.canvas
+            canvas.set_zoom(canvas.zoom * factor)
+            QTimer.singleShot(0, self.pdf_view.scroll_to_highlight)
+
+    def _step(self, delta: int) -> None:
+        if self.mode != "pdf" or self.current is None or self.pdf_page is None:
+            return
+        target = self.pdf_page + delta
+        if not 1 <= target <= self.pdf_count:
+            return
+        self._token += 1
+        token = self._token
+        path = self.current.path
+        request = self.current
+
+        def render(ctx: TaskContext) -> PdfEvidence:
+            if request.page is not None and target == request.page:
+                return render_pdf_evidence(path, target, [s.text for s in request.spans])
+            return render_pdf_page(path, target)
+
+        self.backend.background.submit(
+            render,
+            name="render page",
+            on_result=lambda ev: self._pdf_ready(token, ev),
+            on_error=lambda exc: self._text_failed(token, exc),
+        )
+
+    # --- opening the file -------------------------------------------------------------
+
+    def open_original(self) -> None:
+        if self.current is None:
+            return
+        page = self.pdf_page if self.mode == "pdf" else self.current.page
+        open_document(self.current.path, page if self.current.type == "pdf" else None)
+
+
+def open_document(path: str, page: int | None = None) -> bool:
+    """Open ``path`` in the system's viewer, at ``page`` where a known viewer allows it."""
+    if page and sys.platform.startswith("linux"):
+        # xdg-open cannot pass a page; these readers take one on the command line.
+        for program, args in (
+            ("evince", ["-i", str(page), path]),
+            ("okular", ["-p", str(page), path]),
+            ("zathura", ["-P", str(page), path]),
+        ):
+            exe = shutil.which(program)
+            if exe and QProcess.startDetached(exe, args)[0]:
+                return True
+    if page and sys.platform == "win32":
+        sumatra = shutil.which("SumatraPDF")
+        if sumatra and QProcess.startDetached(sumatra, ["-page", str(page), path])[0]:
+            return True
+    return QDesktopServices.openUrl(QUrl.fromLocalFile(path))
+
+
+def _unwrap(text: str) -> str:
+    """Join lines that a text file wrapped mid-paragraph, so the passage reads as prose.
+
+    One newline becomes one space, so every character keeps its offset and the highlight
+    stays exact. Paragraph breaks, headings, tables, lists and indented code are kept: a
+    line is joined to the next only when both look like running text."""
+    lines = text.split("\n")
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        if i == len(lines) - 1:
+            break
+        nxt = lines[i + 1]
+        prose = (
+            line.strip()
+            and not line.lstrip().startswith(("#", "|", "```", "    "))
+            and not line.startswith(("\t", "    "))
+            and nxt[:1].isalpha()
+        )
+        out.append(" " if prose else "\n")
+    return "".join(out)
+
+
+def _plain(text: str) -> str:
+    """Span text as a quotation: Markdown emphasis and list markers are not the words."""
+    text = re.sub(r"\*\*|__|`", "", text)
+    text = re.sub(r"(?m)^\s*(?:[-*•]|\d{1,3}[.)])\s+", "", text)
+    return " ".join(text.split())
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,524 @@
+"""The library panel: folders with their counts, files that need attention, indexing progress."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QPoint, QSize, Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QKeyEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QProgressBar,
+    QSizePolicy,
+    QToolButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.errors import (
+    DamagedFileError,
+    EncryptedError,
+    NoTextError,
+    ParseLimitError,
+    UnsupportedFileError,
+)
+from core.records import Document, IndexProgress, IndexReport
+from desktop.app import Backend, IndexJob, LibrarySnapshot
+
+if TYPE_CHECKING:
+    from core.library import FolderStatus
+from desktop.theme import Palette, Theme, icon
+from desktop.widgets import ElidedLabel, display_path
+
+ROLE_PATH = Qt.ItemDataRole.UserRole
+ROLE_KIND = Qt.ItemDataRole.UserRole + 1  # "folder" | "group" | "file"
+MAX_LISTED = 300  # problem files listed per folder; the rest are summarised
+
+
+def next_step(reason: str) -> str:
+    """The next step for a file's failure reason, in core's own words."""
+    text = reason.lower()
+    if "encrypt" in text or "password" in text:
+        return EncryptedError.default_hint
+    if "no text" in text or "scanned" in text or "only images" in text:
+        return NoTextError.default_hint
+    if "damaged" in text or "empty" in text or "crashed" in text:
+        return DamagedFileError.default_hint
+    if "longer than" in text or "memory" in text or "nested" in text:
+        return ParseLimitError.default_hint
+    if "unsupported" in text or ".doc)" in text:
+        return UnsupportedFileError.default_hint
+    if "moved" in text or "disappeared" in text or "cannot be read" in text:
+        return "Check that the file is still there and that you may open it, then retry."
+    return "Retry it; if it keeps failing, re-save the file in another program."
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "estimating…"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"about {max(seconds, 1)} s left"
+    if seconds < 3600:
+        return f"about {seconds // 60} min {seconds % 60:02d} s left"
+    return f"about {seconds // 3600} h {seconds // 60 % 60:02d} min left"
+
+
+class FolderRow(QWidget):
+    """One library folder: name, path and counts, with a menu of actions."""
+
+    def __init__(self, on_menu: Callable[[QPoint], None], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("folderRow")
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents, False)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(4, 6, 4, 6)
+        lay.setSpacing(8)
+        self.icon = QLabel()
+        self.icon.setFixedSize(20, 20)
+        lay.addWidget(self.icon, 0, Qt.AlignmentFlag.AlignTop)
+        col = QVBoxLayout()
+        col.setSpacing(1)
+        self.name = ElidedLabel(objectName="folderName")
+        self.path = ElidedLabel(mode=Qt.TextElideMode.ElideMiddle, objectName="folderPath")
+        self.counts = QLabel(objectName="folderCounts")
+        self.counts.setTextFormat(Qt.TextFormat.RichText)
+        self.counts.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        for label in (self.name, self.path, self.counts):
+            col.addWidget(label)
+        lay.addLayout(col, 1)
+        self.menu_button = QToolButton(objectName="iconButton")
+        self.menu_button.setText("⋯")
+        self.menu_button.setToolTip("Folder actions")
+        self.menu_button.setAccessibleName("Folder actions")
+        self.menu_button.clicked.connect(
+            lambda: on_menu(self.menu_button.mapToGlobal(QPoint(0, self.menu_button.height())))
+        )
+        lay.addWidget(self.menu_button, 0, Qt.AlignmentFlag.AlignTop)
+
+
+class LibraryPanel(QFrame):
+    add_folder_requested = Signal()
+    remove_requested = Signal(str)
+
+    def __init__(self, backend: Backend, theme: Theme, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("libraryPanel")
+        self.backend = backend
+        self.theme = theme
+        self.snapshot: LibrarySnapshot | None = None
+        self._rows: dict[str, FolderRow] = {}
+        self._watch_shown: dict[str, tuple[str, str]] = {}
+        self._palette_shown = ""
+        self._expanded: set[str] = set()
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 10, 10, 6)
+        layout.setSpacing(6)
+
+        head = QHBoxLayout()
+        head.setContentsMargins(6, 0, 0, 0)
+        title = QLabel("Library", objectName="sidebarTitle")
+        head.addWidget(title)
+        head.addStretch(1)
+        self.rescan_button = self._tool("refresh", "Rescan all folders for changes (F5)")
+        self.rescan_button.clicked.connect(backend.rescan)
+        self.add_button = self._tool("folder-plus", "Add folder… (Ctrl+O)")
+        self.add_button.clicked.connect(self.add_folder_requested.emit)
+        head.addWidget(self.rescan_button)
+        head.addWidget(self.add_button)
+        layout.addLayout(head)
+
+        self.tree = QTreeWidget(objectName="libraryTree")
+        self.tree.setHeaderHidden(True)
+        self.tree.setIndentation(14)
+        self.tree.setRootIsDecorated(True)
+        self.tree.setUniformRowHeights(False)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
+        self.tree.itemActivated.connect(self._activated)
+        self.tree.itemExpanded.connect(lambda i: self._expanded.add(self._key(i)))
+        self.tree.itemCollapsed.connect(lambda i: self._expanded.discard(self._key(i)))
+        self.tree.setAccessibleName("Library folders")
+        self.tree.installEventFilter(self)
+        self.tree.setFrameShape(QFrame.Shape.NoFrame)
+        self.tree.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        layout.addWidget(self.tree, 1)
+
+        self.empty = QLabel(
+            "No folders yet.\nDrop a folder anywhere on the window, or click + to choose one.",
+            objectName="sidebarEmpty",
+        )
+        self.empty.setWordWrap(True)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout.addWidget(self.empty)
+
+        self.progress_card = QFrame(objectName="progressCard")
+        pc = QVBoxLayout(self.progress_card)
+        pc.setContentsMargins(12, 10, 12, 10)
+        pc.setSpacing(6)
+        prow = QHBoxLayout()
+        self.progress_title = QLabel("Indexing…", objectName="progressTitle")
+        prow.addWidget(self.progress_title, 1)
+        self.pause_button = self._tool("pause", "Pause indexing")
+        self.pause_button.clicked.connect(self._toggle_pause)
+        self.cancel_button = self._tool("close", "Cancel indexing (finished files are kept)")
+        self.cancel_button.clicked.connect(lambda: backend.cancel_indexing())
+        prow.addWidget(self.pause_button)
+        prow.addWidget(self.cancel_button)
+        pc.addLayout(prow)
+        self.progress_bar = QProgressBar(objectName="indexProgress")
+        self.progress_bar.setTextVisible(False)
+        self.progress_bar.setFixedHeight(6)
+        pc.addWidget(self.progress_bar)
+        self.progress_detail = QLabel(objectName="progressDetail")
+        self.progress_current = QLabel(objectName="progressCurrent")
+        self.progress_current.setSizePolicy(
+            QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
+        )
+        pc.addWidget(self.progress_detail)
+        pc.addWidget(self.progress_current)
+        self.progress_card.hide()
+        layout.addWidget(self.progress_card)
+
+        self.summary = QLabel(objectName="sidebarSummary")
+        self.summary.setWordWrap(True)
+        self.summary.hide()
+        layout.addWidget(self.summary)
+
+        backend.library_changed.connect(self.set_snapshot)
+        backend.index_started.connect(self._index_started)
+        backend.index_progress.connect(self.set_progress)
+        backend.index_paused.connect(self._paused)
+        backend.index_finished.connect(self._finished)
+        backend.index_failed.connect(self._index_failed)
+        backend.watch_idle.connect(self._watch_idle)
+        backend.watch_changed.connect(lambda _w: self.snapshot and self.set_snapshot(self.snapshot))
+        theme.changed.connect(self._restyle)
+        self._restyle(theme.palette)
+        self.set_snapshot(LibrarySnapshot((), {}))
+
+    def _tool(self, name: str, tip: str) -> QToolButton:
+        button = QToolButton(objectName="iconButton")
+        button.setProperty("iconName", name)
+        button.setToolTip(tip)
+        button.setAccessibleName(tip)
+        button.setIconSize(QSize(17, 17))
+        return button
+
+    def _restyle(self, palette: Palette) -> None:
+        for button in (self.rescan_button, self.add_button, self.pause_button, self.cancel_button):
+            button.setIcon(icon(str(button.property("iconName")), palette.muted))
+        if self.snapshot is not None:
+            self.set_snapshot(self.snapshot)
+
+    # --- folders ----------------------------------------------------------------------
+
+    @staticmethod
+    def _key(item: QTreeWidgetItem) -> str:
+        return f"{item.data(0, ROLE_KIND)}:{item.data(0, ROLE_PATH)}"
+
+    def set_snapshot(self, snapshot: LibrarySnapshot) -> None:
+        previous, self.snapshot = self.snapshot, snapshot
+        palette = self.theme.palette
+        # While indexing, snapshots come every 1.5 s and usually change only the counts:
+        # update those in place rather than rebuilding the tree under the user's cursor.
+        if (
+            previous is not None
+            and [f.path for f in previous.folders] == [f.path for f in snapshot.folders]
+            and previous.problems == snapshot.problems
+            and set(self._rows) == {f.path for f in snapshot.folders}
+            and self._watch_shown == self.backend.watch_status
+            and self._palette_shown == palette.name
+        ):
+            for folder in snapshot.folders:
+                self._fill_row(self._rows[folder.path], folder, palette)
+            self._update_summary(snapshot)
+            return
+        self._watch_shown = dict(self.backend.watch_status)
+        self._palette_shown = palette.name
+        selected = self.tree.currentItem()
+        selected_key = self._key(selected) if selected else None
+        scroll = self.tree.verticalScrollBar().value()
+        self.tree.clear()
+        self._rows.clear()
+        for folder in snapshot.folders:
+            item = QTreeWidgetItem(self.tree)
+            item.setData(0, ROLE_PATH, folder.path)
+            item.setData(0, ROLE_KIND, "folder")
+            row = FolderRow(lambda pos, p=folder.path: self._folder_menu(p, pos))
+            self._fill_row(row, folder, palette)
+            item.setSizeHint(0, QSize(100, 58))
+            self.tree.setItemWidget(item, 0, row)
+            self._rows[folder.path] = row
+            self._add_problems(item, snapshot.problems.get(folder.path, ()), palette)
+            key = self._key(item)
+            if key in self._expanded:
+                item.setExpanded(True)
+            if key == selected_key:
+                self.tree.setCurrentItem(item)
+        self.tree.verticalScrollBar().setValue(scroll)
+        self._update_summary(snapshot)
+
+    def _update_summary(self, snapshot: LibrarySnapshot) -> None:
+        has = bool(snapshot.folders)
+        self.empty.setVisible(not has)
+        self.tree.setVisible(has)
+        if has:
+            self.summary.setText(
+                f"{snapshot.documents} files · {snapshot.chunks:,} passages".replace(",", "\u202f")
+            )
+        self.summary.setVisible(has and not self.progress_card.isVisible())
+
+    def _fill_row(self, row: FolderRow, folder: FolderStatus, palette: Palette) -> None:
+        name = os.path.basename(folder.path.rstrip(os.sep)) or folder.path
+        row.name.set_full_text(name)
+        row.path.set_full_text(display_path(folder.path))
+        parts = [f'<span style="color:{palette.success};">●</span> {folder.indexed} indexed']
+        if folder.failed:
+            parts.append(f'<span style="color:{palette.error_text};">{folder.failed} failed</span>')
+        if folder.skipped:
+            parts.append(f"{folder.skipped} skipped")
+        if folder.pending:
+            parts.append(f"{folder.pending} waiting")
+        watch_state, watch_reason = self.backend.watch_status.get(folder.path, ("", ""))
+        if not folder.online or watch_state == "offline":
+            parts = [
+                f'<span style="color:{palette.warning_text};">offline — not found on disk</span>',
+                *parts,
+            ]
+        elif watch_state == "polling":
+            parts.append(f'<span style="color:{palette.faint};">checked periodically</span>')
+        row.counts.setText(" · ".join(parts))
+        tip = f"{folder.path}\n{folder.chunks} passages"
+        if watch_state == "watching":
+            tip += "\nWatched: changes are indexed within seconds."
+        elif watch_reason:
+            tip += f"\n{watch_reason[:1].upper()}{watch_reason[1:]}."
+        row.setToolTip(tip)
+        row.icon.setPixmap(
+            icon(
+                "folder" if folder.online else "folder-off",
+                palette.accent if folder.online else palette.faint,
+                20,
+            ).pixmap(20, 20)
+        )
+
+    def _add_problems(
+        self, parent: QTreeWidgetItem, docs: tuple[Document, ...], palette: Palette
+    ) -> None:
+        failed = [d for d in docs if d.state.value == "failed"]
+        skipped = [d for d in docs if d.state.value == "skipped"]
+        for kind, group, name, color in (
+            ("failed", failed, "error", palette.error_text),
+            ("skipped", skipped, "info", palette.muted),
+        ):
+            if not group:
+                continue
+            head = QTreeWidgetItem(parent)
+            head.setText(
+                0,
+                f"{len(group)} {kind}" + (" — select a file to retry" if kind == "failed" else ""),
+            )
+            head.setIcon(0, icon(name, color, 16))
+            head.setData(0, ROLE_KIND, f"group-{kind}")
+            head.setData(0, ROLE_PATH, parent.data(0, ROLE_PATH))
+            head.setToolTip(
+                0,
+                "Files Lectern could not read. Right-click one to retry."
+                if kind == "failed"
+                else "Files Lectern does not read (unsupported types) or that hold no text.",
+            )
+            for doc in group[:MAX_LISTED]:
+                child = QTreeWidgetItem(head)
+                file_name = os.path.basename(doc.path)
+                child.setText(0, f"{file_name} — {doc.reason}")
+                child.setData(0, ROLE_KIND, "file")
+                child.setData(0, ROLE_PATH, doc.path)
+                child.setToolTip(0, f"{doc.path}\n{doc.reason}\n{next_step(doc.reason)}")
+            if len(group) > MAX_LISTED:
+                more = QTreeWidgetItem(head)
+                more.setText(0, f"and {len(group) - MAX_LISTED} more (see `lectern status`)")
+                more.setData(0, ROLE_KIND, "more")
+            if self._key(head) in self._expanded:
+                head.setExpanded(True)
+
+    def expand_problems(self) -> None:
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            item.setExpanded(True)
+            for j in range(item.childCount()):
+                item.child(j).setExpanded(True)
+
+    def problem_items(self) -> list[QTreeWidgetItem]:
+        found = []
+        for i in range(self.tree.topLevelItemCount()):
+            folder = self.tree.topLevelItem(i)
+            for j in range(folder.childCount()):
+                group = folder.child(j)
+                for k in range(group.childCount()):
+                    if group.child(k).data(0, ROLE_KIND) == "file":
+                        found.append(group.child(k))
+        return found
+
+    # --- actions --------------------------------------------------------------------
+
+    def _activated(self, item: QTreeWidgetItem, _column: int) -> None:
+        if item.data(0, ROLE_KIND) == "file":
+            self.retry([str(item.data(0, ROLE_PATH))])
+
+    def retry(self, paths: list[str]) -> None:
+        self.backend.retry(paths)
+
+    def _failed_in(self, folder: str) -> list[str]:
+        docs = self.snapshot.problems.get(folder, ()) if self.snapshot else ()
+        return [d.path for d in docs if d.state.value == "failed"]
+
+    def _folder_menu(self, path: str, pos: QPoint) -> None:
+        menu = QMenu(self)
+        menu.addAction(icon("refresh"), "Rescan", self.backend.rescan)
+        failed = self._failed_in(path)
+        retry = menu.addAction(
+            icon("refresh"), f"Retry {len(failed)} failed file(s)", lambda: self.retry(failed)
+        )
+        retry.setEnabled(bool(failed))
+        menu.addAction(icon("folder"), "Open in file manager", lambda: _open(path))
+        menu.addSeparator()
+        menu.addAction(
+            icon("trash"), "Remove from library…", lambda: self.remove_requested.emit(path)
+        )
+        menu.exec(pos)
+
+    def _context_menu(self, pos: QPoint) -> None:
+        item = self.tree.itemAt(pos)
+        if item is None:
+            return
+        kind = item.data(0, ROLE_KIND)
+        path = str(item.data(0, ROLE_PATH) or "")
+        global_pos = self.tree.viewport().mapToGlobal(pos)
+        if kind == "folder":
+            self._folder_menu(path, global_pos)
+            return
+        menu = QMenu(self)
+        if kind == "file":
+            menu.addAction(icon("refresh"), "Retry", lambda: self.retry([path]))
+            menu.addAction(icon("external"), "Open file", lambda: _open(path))
+            menu.addAction(icon("folder"), "Show in folder", lambda: _open(os.path.dirname(path)))
+        elif kind == "group-failed":
+            failed = self._failed_in(path)
+            menu.addAction(icon("refresh"), f"Retry all {len(failed)}", lambda: self.retry(failed))
+        else:
+            return
+        menu.exec(global_pos)
+
+    def eventFilter(self, watched: object, event: object) -> bool:
+        # Keyboard: Delete removes the selected folder, the menu key opens its actions.
+        if (
+            watched is self.tree
+            and isinstance(event, QKeyEvent)
+            and event.type() == QKeyEvent.Type.KeyPress
+        ):
+            item = self.tree.currentItem()
+            if item is not None and item.data(0, ROLE_KIND) == "folder":
+                if event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace):
+                    self.remove_requested.emit(str(item.data(0, ROLE_PATH)))
+                    return True
+                if event.key() == Qt.Key.Key_Menu:
+                    rect = self.tree.visualItemRect(item)
+                    self._folder_menu(
+                        str(item.data(0, ROLE_PATH)),
+                        self.tree.viewport().mapToGlobal(rect.bottomLeft()),
+                    )
+                    return True
+        return super().eventFilter(watched, event)  # type: ignore[arg-type]
+
+    # --- progress -------------------------------------------------------------------
+
+    def _index_started(self, job: IndexJob) -> None:
+        self.progress_title.setText(
+            "Retrying…"
+            if job.retry
+            else "Checking for changes…"
+            if job.paths is None
+            else "Indexing…"
+        )
+        self.progress_bar.setRange(0, 0)
+        self.progress_detail.setText("Looking for new and changed files…")
+        self.progress_current.setText("")
+        self._paused(self.backend.paused)
+        self.cancel_button.show()
+        self.progress_card.show()
+        self.summary.hide()
+
+    def set_progress(self, p: IndexProgress) -> None:
+        if not self.progress_card.isVisible():
+            self.progress_card.show()
+            self.summary.hide()
+        paused = self.backend.paused
+        self.cancel_button.setVisible(self.backend.current_job is not None)
+        if p.files_total:
+            self.progress_bar.setRange(0, p.files_total)
+            self.progress_bar.setValue(p.files_done)
+            self.progress_title.setText(
+                f"{'Paused' if paused else 'Indexing'} · {p.files_done} of {p.files_total} files"
+            )
+            rate = p.files_per_s
+            bits = (
+                [f"{rate:.1f} files/s" if rate >= 0.95 else f"{rate * 60:.0f} files/min"]
+                if rate > 0
+                else []
+            )
+            bits.append("paused" if paused else fmt_duration(p.eta_s))
+            if p.failed:
+                bits.append(f"{p.failed} failed")
+            self.progress_detail.setText(" · ".join(bits))
+            current = os.path.basename(p.current) if p.current else ""
+            self.progress_current.setText(current)
+            self.progress_current.setToolTip(p.current)
+        else:
+            self.progress_bar.setRange(0, 0)
+
+    def _paused(self, paused: bool) -> None:
+        palette = self.theme.palette
+        self.pause_button.setProperty("iconName", "play" if paused else "pause")
+        self.pause_button.setIcon(icon("play" if paused else "pause", palette.muted))
+        tip = "Resume indexing" if paused else "Pause indexing"
+        self.pause_button.setToolTip(tip)
+        self.pause_button.setAccessibleName(tip)
+        if paused:
+            self.progress_title.setText(self.progress_title.text().replace("Indexing", "Paused"))
+            self.progress_detail.setText("Paused · finished files are already searchable")
+        else:
+            self.progress_title.setText(self.progress_title.text().replace("Paused", "Indexing"))
+
+    def _toggle_pause(self) -> None:
+        if self.backend.paused:
+            self.backend.resume_indexing()
+        else:
+            self.backend.pause_indexing()
+
+    def _watch_idle(self) -> None:
+        if not self.backend.indexing:
+            self._finished(None)
+
+    def _finished(self, report: IndexReport | None) -> None:
+        if self.backend.indexing:
+            return
+        self.progress_card.hide()
+        self.summary.setVisible(bool(self.snapshot and self.snapshot.folders))
+
+    def _index_failed(self, message: str, hint: str) -> None:
+        self.progress_card.hide()
+        self.summary.setText(f"Indexing stopped: {message} {hint}")
+        self.summary.show()
+
+
+def _open(path: str) -> None:
+    QDesktopServices.openUrl(QUrl.fromLocalFile(path))

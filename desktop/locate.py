@@ -1,0 +1,68 @@
+"""Find a cited sentence inside a page's text when the two were extracted differently.
+
+The span text comes from Lectern's own extraction (pypdf) while the page text shown comes
+from the PDF renderer (pdfium): line breaks, hyphenation, ligatures and spacing differ.
+Comparing only letters and digits, case-folded and NFKC-normalised, makes both agree;
+an index map leads back to the page's own character positions.
+"""
+
+from __future__ import annotations
+
+import difflib
+import unicodedata
+
+MIN_PARTIAL = 24  # letters and digits: below this a partial match could be anywhere
+EDGE = 40  # characters taken from each end of the needle when the middle differs
+
+
+def _folded(text: str) -> tuple[str, list[int]]:
+    chars: list[str] = []
+    index: list[int] = []
+    for i, ch in enumerate(text):
+        for c in unicodedata.normalize("NFKC", ch).casefold():
+            if c.isalnum():
+                chars.append(c)
+                index.append(i)
+    return "".join(chars), index
+
+
+def locate(needle: str, haystack: str) -> tuple[int, int] | None:
+    """``(start, end)`` of ``needle`` in ``haystack`` (end exclusive), or None.
+
+    Tries an exact match of the folded texts, then the needle's two ends, then the longest
+    common run (a sentence split across pages or columns still lights up its part).
+    """
+    n, _ = _folded(needle)
+    h, index = _folded(haystack)
+    if not n or not h:
+        return None
+    at = h.find(n)
+    if at >= 0:
+        return index[at], index[at + len(n) - 1] + 1
+    if len(n) > 2 * EDGE:
+        head, tail = n[:EDGE], n[-EDGE:]
+        start = h.find(head)
+        if start >= 0:
+            end = h.find(tail, start + EDGE)
+            if end >= 0 and end + EDGE - start <= 2 * len(n):
+                return index[start], index[end + EDGE - 1] + 1
+    matcher = difflib.SequenceMatcher(None, h, n, autojunk=False)
+    match = matcher.find_longest_match(0, len(h), 0, len(n))
+    if match.size >= min(MIN_PARTIAL, len(n)):
+        return index[match.a], index[match.a + match.size - 1] + 1
+    return None
+
+
+def excerpt_bounds(text: str, start: int, end: int, context: int = 2500) -> tuple[int, int]:
+    """A window around ``[start, end)`` that begins and ends at line or word breaks."""
+    lo = max(0, start - context)
+    hi = min(len(text), end + context)
+    if lo > 0:
+        cut = text.rfind("\n", lo - 200, start)
+        lo = cut + 1 if cut >= 0 and cut >= lo - 200 else max(0, text.rfind(" ", 0, lo) + 1)
+    if hi < len(text):
+        cut = text.find("\n", hi, hi + 200)
+        if cut < 0:
+            cut = text.find(" ", hi)
+        hi = cut if cut >= 0 else len(text)
+    return lo, hi

@@ -1,0 +1,663 @@
+"""The main window: library on the left, the conversation in the middle, evidence on the
+right. Folders dropped anywhere on it are added to the library."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, QTimer, QUrl
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QColor,
+    QDragEnterEvent,
+    QDragLeaveEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QKeySequence,
+    QPainter,
+    QPaintEvent,
+    QPen,
+    QShortcut,
+)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.app import Backend
+from desktop.conversation_panel import ConversationPanel
+from desktop.evidence_panel import EvidencePanel
+from desktop.library_panel import LibraryPanel
+from desktop.settings_dialog import SettingsDialog
+from desktop.theme import Palette, Theme, app_icon, icon
+
+DEFAULT_SIZE = QSize(1360, 860)
+
+
+def local_paths(urls: Sequence[QUrl]) -> list[str]:
+    return [u.toLocalFile() for u in urls if u.isLocalFile() and u.toLocalFile()]
+
+
+class DropOverlay(QWidget):
+    """Covers the window while something is dragged over it, saying what a drop does."""
+
+    def __init__(self, theme: Theme, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.theme = theme
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.hide()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        p: Palette = self.theme.palette
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        veil = QColor(p.window)
+        veil.setAlpha(225)
+        painter.fillRect(self.rect(), veil)
+        box = self.rect().adjusted(28, 28, -28, -28)
+        pen = QPen(QColor(p.accent), 2.5, Qt.PenStyle.DashLine)
+        painter.setPen(pen)
+        soft = QColor(p.accent_soft)
+        soft.setAlpha(160)
+        painter.setBrush(soft)
+        painter.drawRoundedRect(box, 18, 18)
+        pixmap = icon("drop", p.accent, 56).pixmap(56, 56)
+        center = box.center()
+        painter.drawPixmap(center.x() - 28, center.y() - 70, pixmap)
+        painter.setPen(QColor(p.text))
+        font = painter.font()
+        font.setPointSizeF(font.pointSizeF() * 1.6)
+        font.setBold(True)
+        painter.setFont(font)
+        painter.drawText(
+            box.adjusted(0, 10, 0, 0), Qt.AlignmentFlag.AlignCenter, "Drop folders to add them"
+        )
+        font.setPointSizeF(font.pointSizeF() / 1.6)
+        font.setBold(False)
+        painter.setFont(font)
+        painter.setPen(QColor(p.muted))
+        painter.drawText(
+            box.adjusted(0, 70, 0, 0),
+            Qt.AlignmentFlag.AlignCenter,
+            "Lectern indexes every PDF, Word, Markdown, HTML and text file inside, and keeps watching.",
+        )
+        painter.end()
+
+
+class ConversationList(QFrame):
+    """Kept conversations, most recent first."""
+
+    def __init__(self, theme: Theme, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("conversationList")
+        self.theme = theme
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 8, 10, 10)
+        lay.setSpacing(6)
+        head = QHBoxLayout()
+        head.setContentsMargins(6, 0, 0, 0)
+        head.addWidget(QLabel("Conversations", objectName="sidebarTitle"))
+        head.addStretch(1)
+        self.new_button = QToolButton(objectName="iconButton")
+        self.new_button.setToolTip("New conversation (Ctrl+N)")
+        self.new_button.setAccessibleName("New conversation")
+        self.new_button.setIconSize(QSize(17, 17))
+        head.addWidget(self.new_button)
+        lay.addLayout(head)
+        self.list = QListWidget(objectName="conversationItems")
+        self.list.setFrameShape(QFrame.Shape.NoFrame)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.setAccessibleName("Conversations")
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        lay.addWidget(self.list, 1)
+        self.empty = QLabel("Your questions and answers are kept here.", objectName="sidebarEmpty")
+        self.empty.setWordWrap(True)
+        lay.addWidget(self.empty)
+        theme.changed.connect(lambda p: self.new_button.setIcon(icon("new-chat", p.muted)))
+        self.new_button.setIcon(icon("new-chat", theme.palette.muted))
+
+    def set_conversations(self, conversations: list[Any], current: int | None) -> None:
+        self.list.blockSignals(True)
+        self.list.clear()
+        for conv in conversations:
+            item = QListWidgetItem(conv.title)
+            item.setData(Qt.ItemDataRole.UserRole, conv.id)
+            when = conv.created_at.strftime("%d %b %Y, %H:%M") if conv.created_at else ""
+            item.setToolTip(f"{conv.title}\n{conv.turn_count} question(s) · {when}")
+            item.setIcon(icon("chat", self.theme.palette.faint, 16))
+            self.list.addItem(item)
+            if conv.id == current:
+                self.list.setCurrentItem(item)
+        self.list.blockSignals(False)
+        self.empty.setVisible(not conversations)
+        self.list.setVisible(bool(conversations))
+
+    def select(self, conversation_id: int | None) -> None:
+        self.list.blockSignals(True)
+        self.list.clearSelection()
+        self.list.setCurrentItem(None)  # type: ignore[arg-type]
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            if item.data(Qt.ItemDataRole.UserRole) == conversation_id:
+                self.list.setCurrentItem(item)
+        self.list.blockSignals(False)
+
+
+class Banner(QFrame):
+    """A message across the top of the window for problems that stop everything."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("banner")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(16, 10, 12, 10)
+        self.icon = QLabel()
+        lay.addWidget(self.icon)
+        self.text = QLabel(objectName="bannerText")
+        self.text.setWordWrap(True)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.text, 1)
+        self.action = QPushButton("Try again", objectName="primaryButton")
+        lay.addWidget(self.action)
+        self.hide()
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        backend: Backend,
+        theme: Theme,
+        qsettings: QSettings | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.backend = backend
+        self.theme = theme
+        self.qsettings = qsettings or QSettings()
+        self.setWindowTitle("Lectern")
+        self.setWindowIcon(app_icon())
+        self.setAcceptDrops(True)
+        self.setMinimumSize(900, 560)
+        self.settings_dialog: SettingsDialog | None = None
+        self.conversations: list[Any] = []
+
+        self.library = LibraryPanel(backend, theme)
+        self.conversation_list = ConversationList(theme)
+        self.conversation = ConversationPanel(backend, theme)
+        self.evidence = EvidencePanel(backend, theme)
+
+        sidebar = QFrame(objectName="sidebar")
+        side = QVBoxLayout(sidebar)
+        side.setContentsMargins(0, 0, 0, 0)
+        side.setSpacing(0)
+        brand = QFrame(objectName="brand")
+        bl = QHBoxLayout(brand)
+        bl.setContentsMargins(16, 12, 12, 6)
+        logo = QLabel()
+        logo.setPixmap(app_icon().pixmap(26, 26))
+        bl.addWidget(logo)
+        bl.addWidget(QLabel("Lectern", objectName="brandName"))
+        bl.addStretch(1)
+        self.settings_button = QToolButton(objectName="iconButton")
+        self.settings_button.setToolTip("Settings (Ctrl+,)")
+        self.settings_button.setAccessibleName("Settings")
+        self.settings_button.setIconSize(QSize(18, 18))
+        self.settings_button.clicked.connect(lambda: self.open_settings())
+        bl.addWidget(self.settings_button)
+        side.addWidget(brand)
+        self.side_split = QSplitter(Qt.Orientation.Vertical, objectName="sideSplit")
+        self.side_split.addWidget(self.library)
+        self.side_split.addWidget(self.conversation_list)
+        self.side_split.setStretchFactor(0, 3)
+        self.side_split.setStretchFactor(1, 2)
+        self.side_split.setChildrenCollapsible(False)
+        side.addWidget(self.side_split, 1)
+
+        self.banner = Banner()
+        center = QWidget()
+        cl = QVBoxLayout(center)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.setSpacing(0)
+        cl.addWidget(self.banner)
+        self.split = QSplitter(Qt.Orientation.Horizontal, objectName="mainSplit")
+        self.split.addWidget(sidebar)
+        self.split.addWidget(self.conversation)
+        self.split.addWidget(self.evidence)
+        self.split.setStretchFactor(0, 0)
+        self.split.setStretchFactor(1, 1)
+        self.split.setStretchFactor(2, 0)
+        self.split.setCollapsible(1, False)
+        # Minimums keep every pane usable however the splitters were left last time.
+        sidebar.setMinimumWidth(250)
+        self.conversation.setMinimumWidth(440)
+        self.evidence.setMinimumWidth(320)
+        self.split.setSizes([300, 640, 420])
+        cl.addWidget(self.split, 1)
+        self.setCentralWidget(center)
+        self.overlay = DropOverlay(theme, center)
+
+        self._build_status_bar()
+        self._build_menus()
+        self._connect()
+        self._restore()
+        theme.changed.connect(self._restyle)
+        self._restyle(theme.palette)
+        # After the engine is up: the cards use core's citation parser, which must not be
+        # imported on this thread while the background is importing it.
+        backend.ready.connect(lambda: QTimer.singleShot(0, self._warm_up))
+
+    # --- building ------------------------------------------------------------------------
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        bar.setObjectName("statusBar")
+        bar.setSizeGripEnabled(True)
+        self.phase_dot = QLabel("●", objectName="phaseDot")
+        self.phase_label = QLabel("Starting…", objectName="phaseLabel")
+        self.phase_busy = QProgressBar(objectName="phaseBusy")
+        self.phase_busy.setRange(0, 0)
+        self.phase_busy.setFixedSize(70, 5)
+        self.phase_busy.setTextVisible(False)
+        holder = QWidget()
+        hl = QHBoxLayout(holder)
+        hl.setContentsMargins(10, 0, 0, 0)
+        hl.setSpacing(6)
+        hl.addWidget(self.phase_dot)
+        hl.addWidget(self.phase_label)
+        hl.addWidget(self.phase_busy)
+        bar.addWidget(holder)
+        self.notice_label = QLabel(objectName="noticeLabel")
+        self.notice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        bar.addWidget(self.notice_label, 1)
+        self._notice_timer = QTimer(self)
+        self._notice_timer.setSingleShot(True)
+        self._notice_timer.timeout.connect(lambda: self.notice_label.setText(""))
+
+    def _action(
+        self,
+        menu: QMenu,
+        text: str,
+        slot: Any,
+        shortcut: QKeySequence | str | None = None,
+        tip: str = "",
+    ) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        if tip:
+            action.setStatusTip(tip)
+            action.setToolTip(tip)
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file = bar.addMenu("&File")
+        self.add_action = self._action(
+            file,
+            "&Add Folder…",
+            self.add_folder_dialog,
+            QKeySequence.StandardKey.Open,
+            "Add a folder of documents to the library",
+        )
+        self._action(
+            file,
+            "&Rescan Library",
+            self.backend.rescan,
+            "F5",
+            "Look for new, changed and deleted files",
+        )
+        file.addSeparator()
+        self._action(
+            file,
+            "&Settings…",
+            lambda: self.open_settings(),
+            "Ctrl+,",
+            "Model server, model, sources and appearance",
+        )
+        file.addSeparator()
+        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+
+        edit = bar.addMenu("&Edit")
+        self._action(
+            edit,
+            "&Copy Answer as Markdown",
+            self.conversation.copy_last_answer,
+            "Ctrl+Shift+C",
+            "Copy the latest answer with its citations",
+        )
+
+        conv = bar.addMenu("&Conversation")
+        self._action(conv, "&New Conversation", self.new_conversation, QKeySequence.StandardKey.New)
+        self._action(conv, "&Ask a Question", self.focus_question, "Ctrl+L")
+        self._action(
+            conv, "&Stop Answer", self.conversation.stop, None, "Esc while typing also stops"
+        )
+        conv.addSeparator()
+        self._action(conv, "Ask &Mode", lambda: self.conversation.set_search_mode(False), "Ctrl+1")
+        self._action(
+            conv, "Search-&Only Mode", lambda: self.conversation.set_search_mode(True), "Ctrl+2"
+        )
+
+        view = bar.addMenu("&View")
+        self.evidence_action = self._action(
+            view, "&Evidence Panel", self._toggle_evidence, "Ctrl+E"
+        )
+        self.evidence_action.setCheckable(True)
+        self.evidence_action.setChecked(True)
+
+        help_menu = bar.addMenu("&Help")
+        self._action(help_menu, "&Getting Started", self.new_conversation)
+        self._action(help_menu, "&About Lectern", self._about)
+
+        # Esc anywhere in the conversation stops the answer (the question box handles its own).
+        stop = QShortcut(QKeySequence(Qt.Key.Key_Escape), self.conversation)
+        stop.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        stop.activated.connect(self.conversation.stop)
+
+    def _connect(self) -> None:
+        backend = self.backend
+        backend.phase_changed.connect(self._phase)
+        backend.failed.connect(self._failed)
+        backend.notice.connect(self.show_notice)
+        backend.conversations_changed.connect(self._conversations)
+        backend.library_changed.connect(
+            lambda _s: self._phase("ready", "Ready") if backend.phase == "ready" else None
+        )
+        backend.index_finished.connect(self._index_finished)
+        backend.index_failed.connect(
+            lambda m, h: self.show_notice("error", f"Indexing stopped: {m} {h}")
+        )
+        self.library.add_folder_requested.connect(self.add_folder_dialog)
+        self.library.remove_requested.connect(self.confirm_remove)
+        self.conversation.evidence_requested.connect(self.show_evidence)
+        self.conversation.open_settings.connect(lambda: self.open_settings())
+        self.conversation.add_folder_requested.connect(self.add_folder_dialog)
+        self.conversation.pull_requested.connect(lambda name: self.open_settings(start_pull=name))
+        self.conversation.conversation_changed.connect(self.conversation_list.select)
+        self.conversation_list.new_button.clicked.connect(self.new_conversation)
+        self.conversation_list.list.currentItemChanged.connect(self._conversation_picked)
+        self.conversation_list.list.customContextMenuRequested.connect(self._conversation_menu)
+        self.banner.action.clicked.connect(self._retry_start)
+
+    def _restyle(self, palette: Palette) -> None:
+        self.settings_button.setIcon(icon("settings", palette.muted))
+        self._phase(self.backend.phase, self.phase_label.text())
+
+    def _warm_up(self) -> None:
+        """Lay out one answer card and one search card off screen.
+
+        The first rich-text card of a session pays for font, glyph and style caches (about
+        150 ms here); paying it as the app becomes ready keeps the first real answer or
+        search from freezing the window mid-use."""
+        from desktop.conversation_panel import SearchResultsWidget, TurnWidget
+        from desktop.viewmodels import SourceView, TurnView
+
+        source = SourceView(1, None, "warm-up.txt", "Warm up", "txt", 1, 1, "Warm up text.", 0, 1)
+        turn = TurnView("Warm up?", "An **answer** [1].", "generated", "model", [source])
+        for widget in (TurnWidget(turn, self.theme), SearchResultsWidget("warm up", self.theme)):
+            if isinstance(widget, SearchResultsWidget):
+                widget.loading = False
+                widget.hits = [source]
+                widget.refresh()
+            widget.resize(700, 400)
+            widget.grab()
+            widget.deleteLater()
+
+    # --- window state ---------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        geometry = self.qsettings.value("window/geometry")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(DEFAULT_SIZE)
+        split = self.qsettings.value("window/splitter")
+        if isinstance(split, QByteArray):
+            self.split.restoreState(split)
+        side = self.qsettings.value("window/sidebar")
+        if isinstance(side, QByteArray):
+            self.side_split.restoreState(side)
+        if self.qsettings.value("conversation/mode") == "search":
+            self.conversation.set_search_mode(True)
+        if self.qsettings.value("window/evidence", "1") == "0":
+            self.evidence_action.setChecked(False)
+            self.evidence.hide()
+
+    def save_state(self) -> None:
+        self.qsettings.setValue("window/geometry", self.saveGeometry())
+        self.qsettings.setValue("window/splitter", self.split.saveState())
+        self.qsettings.setValue("window/sidebar", self.side_split.saveState())
+        self.qsettings.setValue(
+            "conversation/mode", "search" if self.conversation.search_only else "ask"
+        )
+        self.qsettings.setValue("window/evidence", "1" if self.evidence.isVisible() else "0")
+        self.qsettings.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.save_state()
+        self.conversation.stop()
+        self.backend.shutdown()
+        super().closeEvent(event)
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        self.overlay.setGeometry(self.centralWidget().rect())
+
+    def bring_to_front(self, folders: Sequence[str] = ()) -> None:
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        if folders:
+            self.backend.add_folders(list(folders))
+
+    # --- drag and drop -------------------------------------------------------------------
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if event.mimeData().hasUrls() and local_paths(event.mimeData().urls()):
+            event.acceptProposedAction()
+            self.overlay.setGeometry(self.centralWidget().rect())
+            self.overlay.show()
+            self.overlay.raise_()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dragLeaveEvent(self, event: QDragLeaveEvent) -> None:
+        self.overlay.hide()
+        super().dragLeaveEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        self.overlay.hide()
+        paths = local_paths(event.mimeData().urls()) if event.mimeData().hasUrls() else []
+        if not paths:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        self.handle_drop(paths)
+
+    def handle_drop(self, paths: Sequence[str]) -> list[str]:
+        accepted = self.backend.add_folders(list(paths))
+        if accepted:
+            names = ", ".join(os.path.basename(p.rstrip(os.sep)) or p for p in accepted)
+            self.show_notice("info", f"Adding {names} to your library…")
+        return accepted
+
+    # --- actions ----------------------------------------------------------------------------
+
+    def add_folder_dialog(self) -> None:
+        start = os.path.expanduser("~")
+        path = QFileDialog.getExistingDirectory(self, "Add a folder to your library", start)
+        if path:
+            self.handle_drop([path])
+
+    def confirm_remove(self, path: str) -> None:
+        name = os.path.basename(path.rstrip(os.sep)) or path
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Question)
+        box.setWindowTitle("Remove folder")
+        box.setText(f"Remove “{name}” from your library?")
+        box.setInformativeText(
+            "Its passages leave the index and are blanked in old answers. The files themselves "
+            "stay where they are."
+        )
+        remove = box.addButton("Remove", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.open()
+        box.finished.connect(lambda _r: self._removed(box, remove, path))
+
+    def _removed(self, box: QMessageBox, remove: Any, path: str) -> None:
+        if box.clickedButton() is remove:
+            self.backend.remove_folder(path)
+            if self.evidence.current is not None and self.evidence.current.path.startswith(path):
+                self.evidence.clear()
+
+    def open_settings(self, start_pull: str | None = None) -> SettingsDialog:
+        if self.settings_dialog is not None:
+            self.settings_dialog.raise_()
+            if start_pull:
+                self.settings_dialog.start_pull(start_pull)
+            return self.settings_dialog
+        appearance = str(self.qsettings.value("appearance", "system"))
+        dialog = SettingsDialog(self.backend, self.theme, appearance, self, start_pull=start_pull)
+        dialog.pulled.connect(lambda _name: self.backend.check_llm())
+        dialog.accepted.connect(lambda: self._settings_saved(dialog))
+        dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
+        self.settings_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _settings_saved(self, dialog: SettingsDialog) -> None:
+        self.backend.apply_settings(dialog.form_settings())
+        appearance = dialog.chosen_appearance
+        self.qsettings.setValue("appearance", appearance)
+        if appearance != self.theme.preference:
+            self.theme.set_preference(appearance)
+        self.backend.check_llm()
+
+    def new_conversation(self) -> None:
+        self.conversation.new_conversation()
+        self.evidence.clear()
+
+    def focus_question(self) -> None:
+        self.conversation.input.setFocus()
+
+    def show_evidence(self, request: Any) -> None:
+        if not self.evidence.isVisible():
+            self.evidence.show()
+            self.evidence_action.setChecked(True)
+        self.evidence.show_request(request)
+
+    def _toggle_evidence(self) -> None:
+        self.evidence.setVisible(self.evidence_action.isChecked())
+
+    def _about(self) -> None:
+        QMessageBox.about(
+            self,
+            "About Lectern",
+            "<b>Lectern</b><p>Private question answering over your own documents. "
+            "Your files, index and questions never leave this computer; the only network "
+            "connection is to the language-model server you choose.</p>",
+        )
+
+    # --- backend events --------------------------------------------------------------------
+
+    def _phase(self, phase: str, text: str) -> None:
+        p = self.theme.palette
+        color = {
+            "ready": p.success,
+            "failed": p.error_text,
+        }.get(phase, p.accent)
+        self.phase_dot.setStyleSheet(f"color: {color};")
+        if phase == "ready":
+            snap = self.backend.snapshot
+            text = "Ready" + (
+                f" · {snap.documents} files indexed" if snap and snap.documents else ""
+            )
+        self.phase_label.setText(text)
+        self.phase_busy.setVisible(phase in ("opening", "loading_model", "starting"))
+        if phase == "ready":
+            self.banner.hide()
+
+    def _failed(self, message: str, hint: str) -> None:
+        p = self.theme.palette
+        self.banner.icon.setPixmap(icon("error", p.error_text, 20).pixmap(20, 20))
+        self.banner.text.setText(f"<b>Lectern could not open your library.</b> {message} {hint}")
+        self.banner.show()
+
+    def _retry_start(self) -> None:
+        self.banner.hide()
+        self.backend.retry_start()
+
+    def _index_finished(self, report: Any) -> None:
+        if self.backend.phase == "ready":
+            self._phase("ready", "Ready")
+        changed = report.added + report.updated + report.removed
+        if report.cancelled:
+            self.show_notice("info", "Indexing cancelled. Files finished so far are searchable.")
+        elif report.failed:
+            self.show_notice(
+                "warning",
+                f"{report.failed} file(s) could not be read; they are listed in the library with the reason.",
+            )
+            self.library.expand_problems()
+        elif changed:
+            self.show_notice("info", f"Library up to date: {changed} file(s) indexed or updated.")
+
+    def show_notice(self, level: str, text: str) -> None:
+        p = self.theme.palette
+        color = {"error": p.error_text, "warning": p.warning_text}.get(level, p.muted)
+        self.notice_label.setStyleSheet(f"color: {color};")
+        self.notice_label.setText(text)
+        self._notice_timer.start(12000 if level != "info" else 6000)
+
+    def _conversations(self, conversations: list[Any]) -> None:
+        self.conversations = conversations
+        self.conversation_list.set_conversations(conversations, self.conversation.conversation_id)
+
+    def _conversation_picked(self, item: QListWidgetItem | None, _previous: object) -> None:
+        if item is None:
+            return
+        conversation_id = item.data(Qt.ItemDataRole.UserRole)
+        self.conversation.open_conversation(int(conversation_id), item.text())
+        self.evidence.clear()
+
+    def _conversation_menu(self, pos: Any) -> None:
+        item = self.conversation_list.list.itemAt(pos)
+        if item is None:
+            return
+        conversation_id = int(item.data(Qt.ItemDataRole.UserRole))
+        menu = QMenu(self)
+        menu.addAction(
+            icon("trash"), "Delete conversation", lambda: self._delete_conversation(conversation_id)
+        )
+        menu.exec(self.conversation_list.list.viewport().mapToGlobal(pos))
+
+    def _delete_conversation(self, conversation_id: int) -> None:
+        if self.conversation.conversation_id == conversation_id:
+            self.new_conversation()
+        self.backend.delete_conversation(conversation_id)

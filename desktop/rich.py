@@ -1,0 +1,208 @@
+"""Answer text to rich text (and back to Markdown).
+
+Models write light Markdown: paragraphs, bullet and numbered lists, **bold**, `code`.
+That much is rendered; everything else is shown as written. Citation markers (parsed by
+core's own citation parser, so the app and the checker agree on what a citation is;
+imported on first use, since it pulls in numpy and would slow the window's first paint)
+become links ``cite:<n>:<occurrence>``: the occurrence tells which sentence's citation
+of source n was clicked, so its own supporting span is highlighted.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+
+from desktop.theme import Palette
+from desktop.viewmodels import TurnView
+
+_BULLET = re.compile(r"^\s*[-*•]\s+(.*)$")
+_NUMBERED = re.compile(r"^\s*(\d{1,3})[.)]\s+(.*)$")
+_HEADING = re.compile(r"^\s*#{1,6}\s+(.*)$")
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_ITALIC = re.compile(r"(?<![*\w])\*(?!\s)(.+?)(?<!\s)\*(?![*\w])")
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def _inline(text: str, palette: Palette) -> str:
+    out = html.escape(text, quote=False)
+    out = _CODE.sub(
+        lambda m: f'<code style="background-color:{palette.surface_alt};">{m.group(1)}</code>', out
+    )
+    out = _BOLD.sub(r"<b>\1</b>", out)
+    return _ITALIC.sub(r"<i>\1</i>", out)
+
+
+def citation_chip(n: int, occurrence: int, palette: Palette, known: bool = True) -> str:
+    if not known:
+        return f'<span style="color:{palette.faint};">[{n}]</span>'
+    return (
+        f'<a href="cite:{n}:{occurrence}" style="text-decoration:none;">'
+        f'<span style="background-color:{palette.accent_soft}; color:{palette.accent};'
+        f' font-weight:600;">&#8202;{n}&#8202;</span></a>'
+    )
+
+
+def _line_html(line: str, palette: Palette, counts: dict[int, int], known: set[int] | None) -> str:
+    from core.generation.citations import parse_citations
+
+    parts: list[str] = []
+    pos = 0
+    for ref in parse_citations(line):
+        parts.append(_inline(line[pos : ref.start].rstrip(" "), palette))
+        chips = []
+        for n in ref.numbers:
+            occurrence = counts.get(n, 0)
+            counts[n] = occurrence + 1
+            chips.append(citation_chip(n, occurrence, palette, known is None or n in known))
+        parts.append("&#8201;" + "&#8201;".join(chips))
+        pos = ref.end
+    parts.append(_inline(line[pos:], palette))
+    return "".join(parts)
+
+
+def answer_html(
+    text: str, palette: Palette, known: set[int] | None = None, *, cursor: bool = False
+) -> str:
+    """Rich text for an answer; ``known`` limits which numbers become links."""
+    counts: dict[int, int] = {}
+    blocks: list[str] = []
+    list_kind: str | None = None
+    items: list[str] = []
+    paragraph: list[str] = []
+
+    def flush_paragraph() -> None:
+        if paragraph:
+            blocks.append(f'<p style="margin:0 0 8px 0;">{"<br>".join(paragraph)}</p>')
+            paragraph.clear()
+
+    def flush_list() -> None:
+        nonlocal list_kind
+        if list_kind:
+            body = "".join(f'<li style="margin-bottom:4px;">{i}</li>' for i in items)
+            blocks.append(f'<{list_kind} style="margin:0 0 8px 0;">{body}</{list_kind}>')
+            items.clear()
+            list_kind = None
+
+    for raw in text.replace("\r\n", "\n").split("\n"):
+        if not raw.strip():
+            flush_paragraph()
+            flush_list()
+            continue
+        bullet = _BULLET.match(raw)
+        numbered = _NUMBERED.match(raw)
+        heading = _HEADING.match(raw)
+        if bullet or numbered:
+            flush_paragraph()
+            kind = "ul" if bullet else "ol"
+            if list_kind != kind:
+                flush_list()
+                list_kind = kind
+            content = bullet.group(1) if bullet else numbered.group(2)  # type: ignore[union-attr]
+            items.append(_line_html(content, palette, counts, known))
+            continue
+        flush_list()
+        if heading:
+            flush_paragraph()
+            blocks.append(
+                f'<p style="margin:4px 0 6px 0;"><b>{_line_html(heading.group(1), palette, counts, known)}</b></p>'
+            )
+            continue
+        paragraph.append(_line_html(raw.strip(), palette, counts, known))
+    flush_paragraph()
+    flush_list()
+    if cursor:
+        caret = f'<span style="color:{palette.accent};">▍</span>'
+        if blocks and blocks[-1].endswith("</p>"):
+            blocks[-1] = blocks[-1][: -len("</p>")] + caret + "</p>"
+        else:
+            blocks.append(f"<p>{caret}</p>")
+    return "".join(blocks) or "&nbsp;"
+
+
+# --- search results ---------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_terms(query: str) -> set[str]:
+    from core.generation.citations import content_words
+
+    return set(content_words(query))
+
+
+def highlight_terms_html(text: str, terms: Iterable[str], palette: Palette) -> str:
+    """``text`` escaped, with words matching ``terms`` (stem-insensitive) highlighted."""
+    from core.generation.citations import content_words
+
+    wanted = set(terms)
+    out: list[str] = []
+    pos = 0
+    for match in _WORD.finditer(text):
+        word = match.group(0)
+        stems = content_words(word)
+        if stems and stems[0] in wanted:
+            out.append(html.escape(text[pos : match.start()], quote=False))
+            out.append(
+                f'<span style="background-color:{palette.match}; font-weight:600;">'
+                f"{html.escape(word, quote=False)}</span>"
+            )
+            pos = match.end()
+    out.append(html.escape(text[pos:], quote=False))
+    return "".join(out)
+
+
+def snippet(text: str, terms: Iterable[str], limit: int = 420) -> str:
+    """A window of ``text`` around its first matching word, on word boundaries."""
+    from core.generation.citations import content_words
+
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    wanted = set(terms)
+    first = 0
+    for match in _WORD.finditer(flat):
+        stems = content_words(match.group(0))
+        if stems and stems[0] in wanted:
+            first = match.start()
+            break
+    start = max(0, first - limit // 4)
+    if start:
+        space = flat.find(" ", start)
+        start = space + 1 if 0 <= space < first else start
+    end = min(len(flat), start + limit)
+    if end < len(flat):
+        space = flat.rfind(" ", start, end)
+        end = space if space > start else end
+    return ("…" if start else "") + flat[start:end] + ("…" if end < len(flat) else "")
+
+
+# --- copying ----------------------------------------------------------------------------
+
+
+def turn_markdown(turn: TurnView) -> str:
+    """The answer with its citations, as Markdown a person can paste anywhere."""
+    from core.generation.citations import parse_citations
+
+    lines = [f"**Question:** {turn.question.strip()}", "", turn.answer.strip()]
+    cited = sorted(turn.cited_numbers) or sorted(
+        {n for ref in parse_citations(turn.answer) for n in ref.numbers}
+    )
+    if cited:
+        lines += ["", "**Sources**", ""]
+        for n in cited:
+            source = turn.source(n)
+            if source is None:
+                continue
+            citation = turn.citation_for(n)
+            quote = " ".join((citation.quote if citation else "").split())
+            page = (citation.page if citation else None) or source.page
+            where = source.path + (f", page {page}" if page else "")
+            line = f"[{n}] {source.display_name} — {where}"
+            if quote:
+                line += f': "{quote}"'
+            lines.append(line)
+    if turn.mode == "extractive":
+        lines += ["", "_Extracted from the documents; no language model wrote this answer._"]
+    return "\n".join(lines).strip() + "\n"

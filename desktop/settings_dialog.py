@@ -1,0 +1,386 @@
+"""Settings: the model server, the model (picked from what the server has, or downloaded
+with a progress bar), how many sources an answer uses, and light or dark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QIcon
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.config import Settings
+from desktop.app import Backend, LLMStatus, model_matches, probe_llm
+from desktop.theme import Theme
+from desktop.workers import Task, TaskContext, describe_error
+
+KINDS = (
+    ("ollama", "Ollama"),
+    ("openai", "OpenAI-compatible server (LM Studio, llama.cpp, vLLM, Jan)"),
+)
+APPEARANCES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
+SUGGESTED_MODELS = ("llama3.2", "qwen2.5:3b", "mistral", "gemma3:4b", "phi4-mini")
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if not n:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1024 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit in ("B", "KB") else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+class SettingsDialog(QDialog):
+    pulled = Signal(str)
+
+    def __init__(
+        self,
+        backend: Backend,
+        theme: Theme,
+        appearance: str,
+        parent: QWidget | None = None,
+        *,
+        start_pull: str | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.setObjectName("settingsDialog")
+        self.setMinimumWidth(560)
+        self.backend = backend
+        self.theme = theme
+        self.appearance = appearance
+        self.models_task: Task | None = None
+        self.pull_task: Task | None = None
+        settings = backend.settings
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(22, 20, 22, 16)
+        layout.setSpacing(14)
+
+        title = QLabel("Language model", objectName="dialogSection")
+        layout.addWidget(title)
+        intro = QLabel(
+            "Lectern writes answers with a model running on this computer (or on a server you "
+            "choose). Without one it still answers, by quoting the best sentences from your "
+            "documents.",
+            objectName="muted",
+        )
+        intro.setWordWrap(True)
+        layout.addWidget(intro)
+
+        form = QFormLayout()
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        form.setHorizontalSpacing(14)
+        form.setVerticalSpacing(10)
+        self.kind = QComboBox()
+        for key, label in KINDS:
+            self.kind.addItem(label, key)
+        kinds = [k for k, _ in KINDS]
+        self.kind.setCurrentIndex(
+            kinds.index(settings.llm_kind) if settings.llm_kind in kinds else 0
+        )
+        self.kind.currentIndexChanged.connect(self._kind_changed)
+        form.addRow("Server", self.kind)
+
+        url_row = QHBoxLayout()
+        self.url = QLineEdit(settings.llm_url)
+        self.url.setClearButtonEnabled(True)
+        url_row.addWidget(self.url, 1)
+        self.test_button = QPushButton("Test connection", objectName="secondaryButton")
+        self.test_button.clicked.connect(self.refresh_models)
+        url_row.addWidget(self.test_button)
+        form.addRow("Address", url_row)
+
+        self.api_key = QLineEdit(settings.llm_api_key)
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.api_key.setPlaceholderText("Only if your server asks for one")
+        self.api_key_label = QLabel("API key")
+        form.addRow(self.api_key_label, self.api_key)
+
+        model_row = QHBoxLayout()
+        self.model = QComboBox()
+        self.model.setEditable(True)
+        self.model.setMinimumWidth(260)
+        self.model.setCurrentText(settings.llm_model)
+        self.model.setToolTip("Models installed on the server; you can also type a name")
+        model_row.addWidget(self.model, 1)
+        self.refresh_button = QPushButton("Refresh", objectName="secondaryButton")
+        self.refresh_button.setToolTip("Ask the server again which models it has")
+        self.refresh_button.clicked.connect(self.refresh_models)
+        model_row.addWidget(self.refresh_button)
+        form.addRow("Model", model_row)
+
+        self.server_status = QLabel(objectName="muted")
+        self.server_status.setWordWrap(True)
+        self.server_status.setTextFormat(Qt.TextFormat.RichText)
+        form.addRow("", self.server_status)
+        layout.addLayout(form)
+
+        self.pull_box = QFrame(objectName="pullBox")
+        pull = QVBoxLayout(self.pull_box)
+        pull.setContentsMargins(14, 12, 14, 12)
+        pull.setSpacing(8)
+        pull_title = QLabel("Download a model into Ollama", objectName="stepTitle")
+        pull.addWidget(pull_title)
+        prow = QHBoxLayout()
+        self.pull_name = QComboBox()
+        self.pull_name.setEditable(True)
+        self.pull_name.addItems(SUGGESTED_MODELS)
+        self.pull_name.setCurrentText(start_pull or settings.llm_model or SUGGESTED_MODELS[0])
+        self.pull_name.setToolTip(
+            "Any name from ollama.com/library, for example llama3.2 or qwen2.5:7b"
+        )
+        prow.addWidget(self.pull_name, 1)
+        self.pull_button = QPushButton("Download", objectName="primaryButton")
+        self.pull_button.clicked.connect(self._pull_clicked)
+        prow.addWidget(self.pull_button)
+        pull.addLayout(prow)
+        self.pull_progress = QProgressBar()
+        self.pull_progress.setRange(0, 1000)
+        self.pull_progress.setTextVisible(False)
+        self.pull_progress.setFixedHeight(8)
+        self.pull_progress.hide()
+        pull.addWidget(self.pull_progress)
+        self.pull_status = QLabel(objectName="muted")
+        self.pull_status.setWordWrap(True)
+        pull.addWidget(self.pull_status)
+        layout.addWidget(self.pull_box)
+
+        section = QLabel("Answers and appearance", objectName="dialogSection")
+        layout.addWidget(section)
+        form2 = QFormLayout()
+        form2.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        form2.setHorizontalSpacing(14)
+        self.top_k = QSpinBox()
+        self.top_k.setRange(1, 20)
+        self.top_k.setValue(settings.top_k)
+        self.top_k.setMaximumWidth(90)
+        self.top_k.setToolTip(
+            "How many passages an answer is built from. More gives fuller answers but needs a "
+            "model with a larger context window and takes longer."
+        )
+        form2.addRow("Sources per answer", self.top_k)
+        self.theme_box = QComboBox()
+        for key, label in APPEARANCES:
+            self.theme_box.addItem(label, key)
+        looks = [k for k, _ in APPEARANCES]
+        self.theme_box.setCurrentIndex(looks.index(appearance) if appearance in looks else 0)
+        form2.addRow("Appearance", self.theme_box)
+        layout.addLayout(form2)
+
+        data = QLabel(
+            f"Your library is stored in {settings.home}. Nothing is sent anywhere except to the "
+            "model server above.",
+            objectName="faint",
+        )
+        data.setWordWrap(True)
+        data.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(data)
+
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
+        )
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        save = buttons.button(QDialogButtonBox.StandardButton.Save)
+        cancel = buttons.button(QDialogButtonBox.StandardButton.Cancel)
+        save.setObjectName("primaryButton")
+        cancel.setObjectName("secondaryButton")
+        for button in (save, cancel):
+            button.setIcon(QIcon())  # some platform themes add stock icons; keep it plain
+        self.buttons = buttons
+        layout.addWidget(buttons)
+
+        self._kind_changed()
+        self.refresh_models()
+        if start_pull:
+            self.start_pull(start_pull)
+
+    # --- reading the form ------------------------------------------------------------------
+
+    def form_settings(self) -> Settings:
+        return self.backend.settings.with_changes(
+            llm_kind=str(self.kind.currentData()),
+            llm_url=self.url.text().strip(),
+            llm_model=self.model.currentText().strip() or self.backend.settings.llm_model,
+            llm_api_key=self.api_key.text().strip(),
+            top_k=int(self.top_k.value()),
+        )
+
+    @property
+    def chosen_appearance(self) -> str:
+        return str(self.theme_box.currentData())
+
+    def _kind_changed(self, *_: object) -> None:
+        ollama = self.kind.currentData() == "ollama"
+        self.url.setPlaceholderText(
+            f"Default: {Settings(home=self.backend.settings.home).resolved_llm_url}"
+            if ollama
+            else "For example http://127.0.0.1:1234/v1 (LM Studio)"
+        )
+        self.api_key.setVisible(not ollama)
+        self.api_key_label.setVisible(not ollama)
+        self.pull_box.setVisible(ollama)
+
+    # --- models ---------------------------------------------------------------------------
+
+    def refresh_models(self) -> None:
+        settings = self.form_settings()
+        self.server_status.setText("Connecting…")
+        if self.models_task is not None:
+            self.models_task.cancel()
+
+        def probe(ctx: TaskContext) -> LLMStatus:
+            return probe_llm(settings)
+
+        task = self.backend.background.submit(
+            probe, name="list models", on_result=lambda status: self._models(task, status)
+        )
+        self.models_task = task
+
+    def _models(self, task: Task, status: LLMStatus) -> None:
+        if task is not self.models_task:
+            return
+        palette = self.theme.palette
+        current = self.model.currentText()
+        if status.models:
+            self.model.blockSignals(True)
+            self.model.clear()
+            self.model.addItems(list(status.models))
+            match = next((m for m in status.models if model_matches(current, m)), None)
+            self.model.setCurrentText(match or current)
+            self.model.blockSignals(False)
+        if status.state == "ready":
+            text = f'<span style="color:{palette.success};">✓ Connected to {status.url}</span> · {len(status.models)} model(s) installed'
+        elif status.state == "model_missing":
+            text = (
+                f'<span style="color:{palette.success};">✓ Connected to {status.url}</span> · '
+                f'<span style="color:{palette.warning_text};">“{current}” is not installed: pick one above or download it below.</span>'
+            )
+        elif status.state == "no_models":
+            text = (
+                f'<span style="color:{palette.warning_text};">Connected, but the server has no models yet.</span> '
+                "Download one below."
+            )
+        else:
+            text = (
+                f'<span style="color:{palette.error_text};">{status.message}</span> {status.hint}'
+            )
+        self.server_status.setText(text)
+
+    # --- pulling ---------------------------------------------------------------------------
+
+    def _pull_clicked(self) -> None:
+        if self.pull_task is not None:
+            self.pull_task.cancel()
+            return
+        self.start_pull(self.pull_name.currentText().strip())
+
+    def start_pull(self, name: str) -> None:
+        if not name or self.pull_task is not None:
+            return
+        settings = self.form_settings()
+        self.pull_name.setCurrentText(name)
+        self.pull_progress.setValue(0)
+        self.pull_progress.show()
+        self.pull_status.setText(f"Starting the download of {name}…")
+        self.pull_button.setText("Cancel")
+        self.pull_button.setObjectName("secondaryButton")
+        self._repolish(self.pull_button)
+
+        def pull(ctx: TaskContext) -> str:
+            from core.generation.llm import make_client
+
+            client = make_client(settings)
+            last = None
+            try:
+                for progress in client.pull(name, cancel=ctx.cancel):
+                    last = progress
+                    ctx.report(progress)
+            finally:
+                client.close()
+            if ctx.cancelled:
+                return "cancelled"
+            if last is not None:
+                ctx.report(last, force=True)
+            return "done"
+
+        self.pull_task = self.backend.background.submit(
+            pull,
+            name="pull model",
+            on_progress=self._pull_progress,
+            on_result=lambda outcome: self._pull_done(name, outcome),
+            on_error=self._pull_failed,
+            min_interval_s=0.1,
+        )
+
+    def _pull_progress(self, progress: Any) -> None:
+        fraction = progress.fraction
+        if fraction is None:
+            # Manifest and verification steps carry no size: keep the bar where it was.
+            if self.pull_progress.value() <= 0:
+                self.pull_progress.setRange(0, 0)
+        else:
+            self.pull_progress.setRange(0, 1000)
+            self.pull_progress.setValue(int(fraction * 1000))
+        status = progress.status or "working"
+        if progress.total:
+            status += f" · {_fmt_bytes(progress.completed)} of {_fmt_bytes(progress.total)}"
+        self.pull_status.setText(status[:1].upper() + status[1:])
+
+    def _pull_done(self, name: str, outcome: str) -> None:
+        self._pull_reset()
+        if outcome == "cancelled":
+            self.pull_status.setText("Download cancelled.")
+            self.pull_progress.hide()
+            return
+        self.pull_progress.setRange(0, 1000)
+        self.pull_progress.setValue(1000)
+        self.pull_status.setText(f"✓ {name} is ready to use.")
+        self.model.setCurrentText(name)
+        self.pulled.emit(name)
+        self.refresh_models()
+
+    def _pull_failed(self, exc: BaseException) -> None:
+        self._pull_reset()
+        message, hint = describe_error(exc)
+        self.pull_progress.hide()
+        self.pull_status.setText(f"{message} {hint}".strip())
+
+    def _pull_reset(self) -> None:
+        self.pull_task = None
+        self.pull_button.setText("Download")
+        self.pull_button.setObjectName("primaryButton")
+        self._repolish(self.pull_button)
+
+    @staticmethod
+    def _repolish(widget: QWidget) -> None:
+        widget.style().unpolish(widget)
+        widget.style().polish(widget)
+
+    # --- closing ----------------------------------------------------------------------------
+
+    def done(self, result: int) -> None:
+        if self.models_task is not None:
+            self.models_task.cancel()
+        # Closing stops the download; Ollama keeps the layers it has, so a new pull resumes.
+        if self.pull_task is not None:
+            self.pull_task.cancel()
+        super().done(result)

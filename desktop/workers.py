@@ -1,0 +1,194 @@
+"""The one helper for background work.
+
+Everything slow (opening the library, loading the model, indexing, searching, answering,
+reading a document to show it, talking to the LLM server) runs through
+:class:`Background.submit`. The function runs on a pool thread and gets a
+:class:`TaskContext` to report progress and to see whether it was cancelled; its result,
+its error and its progress come back to the UI thread as Qt signals, so no widget is ever
+touched from another thread and the event loop never waits on the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, QThread, QThreadPool, Signal
+
+from core.errors import LecternError
+
+log = logging.getLogger(__name__)
+
+
+class TaskContext:
+    """Handed to a background function: progress reporting and cancellation."""
+
+    def __init__(self, signals: TaskSignals, min_interval_s: float = 0.0) -> None:
+        self._signals = signals
+        self._min_interval = min_interval_s
+        self._last = 0.0
+        self.cancel = threading.Event()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel.is_set()
+
+    def report(self, value: object, *, force: bool = False) -> None:
+        """Send ``value`` to the UI thread's progress handler.
+
+        With a minimum interval, intermediate reports are dropped: the UI repaints at a
+        human rate and a flood of queued events would itself delay input handling.
+        """
+        if self._min_interval and not force:
+            now = time.monotonic()
+            if now - self._last < self._min_interval:
+                return
+            self._last = now
+        self._signals.progress.emit(value)
+
+
+class TaskSignals(QObject):
+    progress = Signal(object)
+    result = Signal(object)
+    error = Signal(object)
+    finished = Signal()
+
+
+def lower_current_thread_priority(step: int = 10) -> None:
+    """Let the person's foreground work (this window first) win the CPU over ours.
+
+    On Linux the nice value is per thread and inherited by the threads and processes the
+    thread starts: the parser process, DuckDB's and torch's worker threads. Elsewhere Qt's
+    thread priority is the portable knob.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            tid = threading.get_native_id()
+            os.setpriority(
+                os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + step)
+            )
+        except (OSError, AttributeError):
+            pass
+        return
+    thread = QThread.currentThread()
+    if thread is not None:
+        thread.setPriority(QThread.Priority.LowPriority)
+
+
+class Task(QRunnable):
+    def __init__(
+        self,
+        fn: Callable[[TaskContext], Any],
+        name: str,
+        min_interval_s: float = 0.0,
+        low_priority: bool = False,
+    ) -> None:
+        super().__init__()
+        # Python keeps ownership: the pool must not delete an object we still reference.
+        self.setAutoDelete(False)
+        self.name = name
+        self.signals = TaskSignals()
+        self.context = TaskContext(self.signals, min_interval_s)
+        self._fn = fn
+        self._low_priority = low_priority
+        self.done = threading.Event()
+
+    def cancel(self) -> None:
+        self.context.cancel.set()
+
+    def run(self) -> None:
+        if self._low_priority:
+            # Only on the dedicated background pool: a lowered thread stays lowered, as
+            # raising a nice value back needs privileges.
+            lower_current_thread_priority()
+        try:
+            result = self._fn(self.context)
+        except BaseException as exc:  # every failure must reach the UI, never vanish
+            if not isinstance(exc, LecternError):
+                log.error("background task %s failed:\n%s", self.name, traceback.format_exc())
+            self.signals.error.emit(exc)
+        else:
+            self.signals.result.emit(result)
+        finally:
+            self.done.set()
+            self.signals.finished.emit()
+
+
+class Background(QObject):
+    """Runs functions on a private thread pool and reports back through signals."""
+
+    def __init__(
+        self, max_threads: int = 4, parent: QObject | None = None, *, low_priority: bool = False
+    ) -> None:
+        super().__init__(parent)
+        self.low_priority = low_priority
+        self.pool = QThreadPool(self)
+        # Indexing holds one thread for a long time; questions, searches and document
+        # previews must still find free threads meanwhile.
+        self.pool.setMaxThreadCount(max_threads)
+        self._active: set[Task] = set()
+
+    def submit(
+        self,
+        fn: Callable[[TaskContext], Any],
+        *,
+        name: str = "task",
+        on_result: Callable[[Any], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+        on_progress: Callable[[Any], None] | None = None,
+        on_finished: Callable[[], None] | None = None,
+        min_interval_s: float = 0.0,
+    ) -> Task:
+        task = Task(fn, name, min_interval_s, self.low_priority)
+        if on_result is not None:
+            task.signals.result.connect(on_result)
+        if on_error is not None:
+            task.signals.error.connect(on_error)
+        else:
+            task.signals.error.connect(lambda exc: log.warning("%s failed: %s", name, exc))
+        if on_progress is not None:
+            task.signals.progress.connect(on_progress)
+        if on_finished is not None:
+            task.signals.finished.connect(on_finished)
+        task.signals.finished.connect(lambda: self._active.discard(task))
+        self._active.add(task)
+        self.pool.start(task)
+        return task
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._active)
+
+    def cancel_all(self) -> None:
+        for task in list(self._active):
+            task.cancel()
+
+    def wait(self, timeout_ms: int = 30000) -> bool:
+        return self.pool.waitForDone(timeout_ms)
+
+
+def describe_error(exc: BaseException) -> tuple[str, str]:
+    """A plain sentence and a next step for any failure."""
+    if isinstance(exc, LecternError):
+        return exc.message, exc.hint
+    if isinstance(exc, MemoryError):
+        return (
+            "Lectern ran out of memory.",
+            "Close other programs, or index fewer or smaller files at once.",
+        )
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        return (
+            f"A file could not be read or written{where}: {exc.strerror or exc}.",
+            "Check that the file exists and that you may read it, then try again.",
+        )
+    return (
+        f"Something unexpected went wrong: {type(exc).__name__}: {exc}",
+        "Try again. If it keeps happening, restart Lectern.",
+    )
