@@ -320,14 +320,18 @@ def test_squad_small_retrieval_quality(
     assert summary["failed"] == 0
 
 
-def test_editing_one_section_reembeds_only_that_section(library: Library, sample_folder: Path) -> None:
+def test_editing_one_section_reembeds_only_that_section(
+    library: Library, sample_folder: Path
+) -> None:
     handbook = sample_folder / "on-call-handbook.md"
     library.index([sample_folder])
     total = library.documents(folder=str(sample_folder), state="indexed")
     chunks_before = next(d.chunks for d in total if d.path == str(handbook))
     assert chunks_before >= 4
     text = handbook.read_text()
-    handbook.write_text(text.rstrip() + "\n\nThe pager escalation drill runs every second Thursday.\n")
+    handbook.write_text(
+        text.rstrip() + "\n\nThe pager escalation drill runs every second Thursday.\n"
+    )
     report = library.index()
     assert report.updated == 1
     assert 1 <= report.chunks_embedded < chunks_before  # unchanged sections keep their vectors
