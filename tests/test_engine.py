@@ -339,3 +339,19 @@ def test_editing_one_section_reembeds_only_that_section(
     hits = library.search("when does the pager escalation drill run", k=3)
     assert any("second Thursday" in h.text for h in hits)
     assert_consistent(library)
+
+
+def test_keyword_merge_survives_another_open_write_transaction(
+    library: Library, sample_folder: Path
+) -> None:
+    library.index([sample_folder])
+    other = library.db._con.cursor()  # e.g. the conversation store writing from another thread
+    other.execute("BEGIN TRANSACTION")
+    other.execute("INSERT INTO meta VALUES ('probe', 'x')")
+    assert library.keyword.refresh(force_merge=True) == "merged"  # CHECKPOINT refused: deferred
+    other.execute("COMMIT")
+    assert any(
+        "5,000" in h.text for h in library.search("corporate card monthly limit", mode="bm25")
+    )
+    library.keyword.refresh()  # the deferred checkpoint happens now
+    assert not library.keyword._checkpoint_pending

@@ -169,6 +169,15 @@ class Database:
         with self.write_lock:
             self.cursor().execute("CHECKPOINT")
 
+    def try_checkpoint(self) -> bool:
+        """Checkpoint unless another thread's write transaction is open (DuckDB refuses
+        then); the caller retries later, and ``close`` always checkpoints."""
+        try:
+            self.checkpoint()
+        except duckdb.TransactionException:
+            return False
+        return True
+
     def close(self) -> None:
         try:
             self.checkpoint()

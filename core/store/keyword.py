@@ -51,6 +51,7 @@ def _schema(table: str) -> str:
 class KeywordIndex:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._checkpoint_pending = False
 
     # --- state ------------------------------------------------------------------
 
@@ -79,6 +80,8 @@ class KeywordIndex:
     def refresh(self, *, force_merge: bool = False) -> str:
         """Bring keyword search up to date with ``chunks``; returns what it did."""
         with self.db.write_lock:
+            if self._checkpoint_pending:
+                self._checkpoint_pending = not self.db.try_checkpoint()
             state = self.state()
             cur = self.db.cursor()
             total = int(cur.execute("SELECT count(*) FROM chunks").fetchone()[0])
@@ -111,7 +114,7 @@ class KeywordIndex:
             if old and old != name:
                 self._drop(old)
         # fts DDL left only in the write-ahead log has made databases unopenable elsewhere.
-        cur.execute("CHECKPOINT")
+        self._checkpoint_pending = not self.db.try_checkpoint()
 
     def _rebuild_delta(self, state: KeywordState) -> None:
         cur = self.db.cursor()
