@@ -44,7 +44,7 @@ from PySide6.QtWidgets import (
 
 from core.errors import LecternError
 from desktop.app import Backend
-from desktop.locate import excerpt_bounds, locate
+from desktop.locate import excerpt_bounds, locate_all
 from desktop.theme import Palette, Theme, icon
 from desktop.viewmodels import EvidenceRequest
 from desktop.workers import TaskContext, describe_error
@@ -125,17 +125,48 @@ def _pdf_error(error: object) -> str:
 
 
 def _find_rects(doc: object, index: int, needles: list[str]) -> list[QRectF]:
-    text = doc.getAllText(index).text()  # type: ignore[attr-defined]
+    page_text = doc.getAllText(index)  # type: ignore[attr-defined]
+    text = page_text.text()
+    # QtPdf leaves out characters it cannot map (glyphs of figure fonts without a Unicode
+    # table) from the text but not from the character indices that selections take: past
+    # the first such glyph, a position in the text is not a character index any more.
+    dropped = max(0, page_text.endIndex() - page_text.startIndex() - len(text))
     rects: list[QRectF] = []
     for needle in needles:
-        where = locate(needle, text)
-        if where is None:
-            continue
-        start, end = where
-        selection = doc.getSelectionAtIndex(index, start, end - start)  # type: ignore[attr-defined]
-        for polygon in selection.bounds():
-            rects.append(polygon.boundingRect())
+        best: list[QRectF] = []
+        best_height = -1.0
+        for start, end in locate_all(needle, text):
+            first = _char_index(doc, index, text, start, dropped)
+            last = _char_index(doc, index, text, end - 1, dropped, lowest=first)
+            selection = doc.getSelectionAtIndex(index, first, last + 1 - first)  # type: ignore[attr-defined]
+            found = [polygon.boundingRect() for polygon in selection.bounds()]
+            if not found:
+                continue
+            # A page can hold a sentence twice (figures embed caption text in tiny type):
+            # the visible copy is set in the larger type.
+            height = sum(r.height() for r in found) / len(found)
+            if height > best_height:
+                best, best_height = found, height
+        rects.extend(best)
     return rects
+
+
+def _char_index(doc: object, page: int, text: str, pos: int, dropped: int, lowest: int = 0) -> int:
+    """The character index of ``text[pos]``, between ``pos`` and ``pos + dropped``.
+
+    The number of text characters before index ``j`` (the length of the selection
+    ``[0, j)``) grows with ``j``, so a binary search needs about ten selections."""
+    if dropped == 0:
+        return pos
+    lo, hi = max(pos, lowest), pos + dropped
+    while lo < hi:
+        mid = (lo + hi) // 2
+        kept = len(doc.getSelectionAtIndex(page, 0, mid + 1).text())  # type: ignore[attr-defined]
+        if kept >= pos + 1:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _render(doc: object, index: int, width: int, rects: list[QRectF], count: int) -> PdfEvidence:

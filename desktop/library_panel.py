@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPoint, QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QKeyEvent
+from PySide6.QtGui import QDesktopServices, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -147,7 +147,16 @@ class LibraryPanel(QFrame):
         self.tree.itemExpanded.connect(lambda i: self._expanded.add(self._key(i)))
         self.tree.itemCollapsed.connect(lambda i: self._expanded.discard(self._key(i)))
         self.tree.setAccessibleName("Library folders")
-        self.tree.installEventFilter(self)
+        # Keyboard: Delete removes the selected folder, the menu key opens its actions.
+        # (Shortcuts rather than an event filter: a Python filter would run on every event
+        # the tree gets, paints included.)
+        for key, slot in (
+            (Qt.Key.Key_Delete, self._remove_current),
+            (Qt.Key.Key_Menu, self._menu_for_current),
+        ):
+            shortcut = QShortcut(QKeySequence(key), self.tree)
+            shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
+            shortcut.activated.connect(slot)
         self.tree.setFrameShape(QFrame.Shape.NoFrame)
         self.tree.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         layout.addWidget(self.tree, 1)
@@ -418,26 +427,16 @@ class LibraryPanel(QFrame):
             return
         menu.exec(global_pos)
 
-    def eventFilter(self, watched: object, event: object) -> bool:
-        # Keyboard: Delete removes the selected folder, the menu key opens its actions.
-        if (
-            watched is self.tree
-            and isinstance(event, QKeyEvent)
-            and event.type() == QKeyEvent.Type.KeyPress
-        ):
-            item = self.tree.currentItem()
-            if item is not None and item.data(0, ROLE_KIND) == "folder":
-                if event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace):
-                    self.remove_requested.emit(str(item.data(0, ROLE_PATH)))
-                    return True
-                if event.key() == Qt.Key.Key_Menu:
-                    rect = self.tree.visualItemRect(item)
-                    self._folder_menu(
-                        str(item.data(0, ROLE_PATH)),
-                        self.tree.viewport().mapToGlobal(rect.bottomLeft()),
-                    )
-                    return True
-        return super().eventFilter(watched, event)  # type: ignore[arg-type]
+    def _remove_current(self) -> None:
+        item = self.tree.currentItem()
+        if item is not None and item.data(0, ROLE_KIND) == "folder":
+            self.remove_requested.emit(str(item.data(0, ROLE_PATH)))
+
+    def _menu_for_current(self) -> None:
+        item = self.tree.currentItem()
+        if item is not None:
+            rect = self.tree.visualItemRect(item)
+            self._context_menu(rect.center())
 
     # --- progress -------------------------------------------------------------------
 

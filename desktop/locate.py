@@ -53,6 +53,24 @@ def locate(needle: str, haystack: str) -> tuple[int, int] | None:
     return None
 
 
+def locate_all(needle: str, haystack: str, limit: int = 8) -> list[tuple[int, int]]:
+    """Every exact (folded) occurrence of ``needle``, else :func:`locate`'s best guess.
+
+    A page can hold a sentence twice: arXiv figures often embed their own caption text in
+    a tiny or hidden font, ahead of the visible caption in the text layer."""
+    n, _ = _folded(needle)
+    h, index = _folded(haystack)
+    found: list[tuple[int, int]] = []
+    at = h.find(n) if n else -1
+    while at >= 0 and len(found) < limit:
+        found.append((index[at], index[at + len(n) - 1] + 1))
+        at = h.find(n, at + 1)
+    if found:
+        return found
+    guess = locate(needle, haystack)
+    return [guess] if guess else []
+
+
 def excerpt_bounds(text: str, start: int, end: int, context: int = 2500) -> tuple[int, int]:
     """A window around ``[start, end)`` that begins and ends at line or word breaks."""
     lo = max(0, start - context)

@@ -90,7 +90,7 @@ class Recorded:
 # --- answers ---------------------------------------------------------------------------
 
 _SOURCE = re.compile(
-    r"<<source-(?P<tag>\w+) n=(?P<n>\d+)[^>]*>>\n(?P<body>.*?)\n<<end-(?P=tag)>>", re.S
+    r"<<source-(?P<tag>\w+) n=(?P<n>\d+)[^\n]*>>\n(?P<body>.*?)\n<<end-(?P=tag)>>", re.S
 )
 
 

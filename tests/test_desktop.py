@@ -601,3 +601,34 @@ def test_watched_folder_picks_up_a_new_file(
         )
     finally:
         new.unlink()
+
+
+# --- pieces ----------------------------------------------------------------------------------
+
+
+def test_locate_matches_across_line_breaks_hyphens_and_ligatures() -> None:
+    from desktop.locate import locate, locate_all
+
+    page = "We pro-\r\npose a new\r\nef\ufb01cient method.  It works. We propose a new efficient method."
+    start, end = locate("We propose a new efficient method.", page)
+    assert page[start:end] == "We pro-\r\npose a new\r\nef\ufb01cient method"
+    assert len(locate_all("We propose a new efficient method.", page)) == 2
+    assert locate("Nothing like this sentence appears on the page at all.", page) is None
+
+
+def test_pdf_highlight_lands_on_the_visible_text_of_the_page(
+    qapp: object, shared_data: Path
+) -> None:
+    from desktop.evidence_panel import render_pdf_evidence
+
+    # Page 9 of the ReAct paper: its figure embeds glyphs QtPdf cannot map to text (so text
+    # positions and character indices drift apart) and the caption's words in tiny type.
+    caption = (
+        "(b) By a human simply editing two thoughts (Act 17, 23), the ReAct trajectory "
+        "produces desirable reasoning traces and actions and succeeds."
+    )
+    evidence = render_pdf_evidence(str(shared_data / "pdfs" / REACT_PDF), 9, [caption])
+    assert evidence.page == 9 and evidence.found
+    assert all(r.height() >= 6 for r in evidence.rects)  # body text, not the figure's 4 pt
+    assert 240 < evidence.rects[0].top() < 300  # the caption under the figure
+    assert not evidence.image.isNull()
