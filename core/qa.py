@@ -513,7 +513,11 @@ def _ask(
         yield ErrorEvent(failure, "")
         return
     if failure is not None:
-        run.warnings.append(_warning("incomplete", f"The answer is incomplete: {failure.message}"))
+        # The hint is the next step ("try again"); the message alone reads like a crash report.
+        hint = f" {failure.hint}" if failure.hint else ""
+        run.warnings.append(
+            _warning("incomplete", f"The answer is incomplete: {failure.message}{hint}")
+        )
     if _cancelled(cancel):
         run.warnings.append(_warning("cancelled", "Stopped before the answer was finished."))
     if final is not None:

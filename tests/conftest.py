@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_ollama import fake_ollama  # noqa: F401 - the one running fake Ollama fixture
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -37,15 +37,6 @@ REACT_PDF = "arxiv-react-paper.pdf"
 # --- fixtures ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake_ollama() -> Iterator[FakeOllama]:
-    server = FakeOllama().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory, embedder: object) -> tuple[Path, Path]:
     """A library with the sample documents already indexed: (home, folder)."""

@@ -18,6 +18,7 @@ import pytest
 from core.config import Settings
 from core.errors import IndexBusyError
 from core.library import Library
+from tests.helpers import drain, files_done
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -249,18 +250,11 @@ def test_kill_9_mid_index_then_rerun_finishes_cleanly(
     assert proc.stderr is not None
     os.set_blocking(proc.stderr.fileno(), False)
     while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            buffer += os.read(proc.stderr.fileno(), 65536).decode("utf-8", "replace")
-        except BlockingIOError:
-            pass
-        done = [
-            int(part.split("/")[0].split()[-1])
-            for part in buffer.split("\r")
-            if f"/{total} files" in part
-        ]
-        if done and done[-1] >= 15:
+        buffer += drain(proc.stderr.fileno())
+        done = files_done(buffer, total)
+        if done is not None and done >= 15:
             proc.send_signal(signal.SIGKILL)
-            killed_at = done[-1]
+            killed_at = done
             break
         time.sleep(0.05)
     proc.wait(timeout=30)

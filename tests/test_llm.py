@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -37,13 +36,6 @@ MESSAGES = [
         "content": "<<source-ab12 n=1>>\nRollo led the Norse. He swore fealty.\n<<end-ab12>>\n\nQuestion: Who?",
     },
 ]
-
-
-@pytest.fixture
-def fake_ollama() -> Iterator[FakeOllama]:
-    """A running fake Ollama with llama3.2 installed (same as tests.fake_ollama's fixture)."""
-    with FakeOllama() as server:
-        yield server
 
 
 def text_of(deltas: list[ChatDelta]) -> str:

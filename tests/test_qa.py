@@ -40,13 +40,6 @@ Questions go to the treasurer, Marta Keller, by email.
 """
 
 
-@pytest.fixture
-def fake_ollama() -> Iterator[FakeOllama]:
-    """A running fake Ollama with llama3.2 installed (same as tests.fake_ollama's fixture)."""
-    with FakeOllama() as server:
-        yield server
-
-
 @pytest.fixture(scope="module")
 def qa_library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
     root = tmp_path_factory.mktemp("qa")

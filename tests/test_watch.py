@@ -35,6 +35,7 @@ from core.watch import (
     FolderWatcher,
     filesystem_type,
 )
+from tests.helpers import drain, files_done
 from tests.test_engine import assert_consistent
 
 REPO = Path(__file__).resolve().parents[1]
@@ -545,13 +546,6 @@ def test_search_keeps_working_while_a_sync_runs(library: Library, notes: Path) -
 # --- kill -9 --------------------------------------------------------------------------
 
 
-def _drain(fd: int) -> str:
-    try:
-        return os.read(fd, 1 << 16).decode("utf-8", "replace")
-    except BlockingIOError:
-        return ""
-
-
 def test_kill_9_while_watching_then_restart(lectern_home: Path, embedder: Any, notes: Path) -> None:
     env = {**os.environ, "LECTERN_HOME": str(lectern_home), "LECTERN_PROGRESS": "1"}
     proc = subprocess.Popen(
@@ -572,8 +566,8 @@ def test_kill_9_while_watching_then_restart(lectern_home: Path, embedder: Any, n
         deadline = time.monotonic() + 300
         while "Watching" not in out:
             assert proc.poll() is None and time.monotonic() < deadline, err[-2000:]
-            out += _drain(proc.stdout.fileno())
-            err += _drain(proc.stderr.fileno())
+            out += drain(proc.stdout.fileno())
+            err += drain(proc.stderr.fileno())
             time.sleep(0.05)
         incoming = notes / "incoming"
         incoming.mkdir()
@@ -582,15 +576,11 @@ def test_kill_9_while_watching_then_restart(lectern_home: Path, embedder: Any, n
                 f"Survey {i} counted waders along the tidal creek. Marker kw{i:03d}q.\n"
             )
         while proc.poll() is None and time.monotonic() < deadline:
-            err += _drain(proc.stderr.fileno())
-            done = [
-                int(part.split("/")[0].split()[-1])
-                for part in err.split("\r")
-                if f"/{total} files" in part
-            ]
-            if done and done[-1] >= 5:
+            err += drain(proc.stderr.fileno())
+            done = files_done(err, total)
+            if done is not None and done >= 5:
                 proc.send_signal(signal.SIGKILL)
-                killed_at = done[-1]
+                killed_at = done
                 break
             time.sleep(0.02)
     finally:
