@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import threading
-from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
@@ -65,10 +64,6 @@ class WordPieceCounter:
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
-    def count_many(self, texts: list[str]) -> list[int]:
-        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [len(e.ids) for e in encodings]
-
 
 class SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 through sentence-transformers, on the CPU."""
@@ -120,10 +115,6 @@ class SentenceTransformerEmbedder:
 
     def count_tokens(self, text: str) -> int:
         return self._counter.count(text)
-
-    @cached_property
-    def counter(self) -> WordPieceCounter:
-        return self._counter
 
 
 _shared: SentenceTransformerEmbedder | None = None

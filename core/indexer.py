@@ -529,14 +529,6 @@ class Indexer:
         )
         return {r[0] for r in rows}
 
-    def _chunk_count(self, path: str) -> int:
-        row = (
-            self.db.cursor()
-            .execute("SELECT chunks FROM documents WHERE path = ?", [path])
-            .fetchone()
-        )
-        return int(row[0]) if row else 0
-
     def _write(self, prepared: _Prepared, vectors: np.ndarray | None) -> int:
         """Replace the file's rows in one transaction; returns the chunks written."""
         info = prepared.info

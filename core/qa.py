@@ -165,7 +165,7 @@ def _db_of(library: Any) -> Any:
 
 
 def _cursor(db: Any) -> Any:
-    return db.connect() if hasattr(db, "connect") else db.cursor()
+    return db.cursor()
 
 
 def conversation_store(library: Any) -> ConversationStore | None:

@@ -8,7 +8,6 @@ is written in a single transaction so readers on other cursors never see half of
 from __future__ import annotations
 
 import glob
-import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -141,8 +140,6 @@ class Database:
             self._local.cursor = cur
         return cur
 
-    connect = cursor
-
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         with self.write_lock:
@@ -204,10 +201,3 @@ class Database:
                 except BaseException:
                     cur.execute("ROLLBACK")
                     raise
-
-
-def file_size_mb(path: Path) -> float:
-    try:
-        return os.path.getsize(path) / 1e6
-    except OSError:
-        return 0.0
