@@ -1,7 +1,9 @@
 """``python -m desktop`` (and the ``lectern-desktop`` launcher): start the window.
 
 The window is shown before anything heavy is imported; the library and the embedding
-model load in the background while the status bar says so.
+model load in the background while the status bar says so. The same entry point takes
+``--version``, ``--self-test [DIR]`` (see ``desktop/selftest.py``) and ``--cli ARGS``
+(the ``lectern`` command), which is how the one-executable packaged app offers them.
 """
 
 from __future__ import annotations
@@ -13,14 +15,28 @@ from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(
         level=os.environ.get("LECTERN_LOG", "WARNING").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--version"]:
+        from core import __version__
+
+        print(f"Lectern {__version__}")
+        return 0
+    if args[:1] == ["--self-test"]:
+        from desktop.selftest import main as self_test
+
+        return self_test(args[1:])
+    if args[:1] == ["--cli"]:
+        # The packaged app has one executable; the headless engine rides along in it.
+        from core.cli import main as cli
+
+        return cli(args[1:])
     folders = [a for a in args if not a.startswith("-")]
 
     from PySide6.QtCore import QCoreApplication, QSettings, Qt

@@ -576,13 +576,9 @@ class MainWindow(QMainWindow):
         self.evidence.setVisible(self.evidence_action.isChecked())
 
     def _about(self) -> None:
-        QMessageBox.about(
-            self,
-            "About Lectern",
-            "<b>Lectern</b><p>Private question answering over your own documents. "
-            "Your files, index and questions never leave this computer; the only network "
-            "connection is to the language-model server you choose.</p>",
-        )
+        from desktop.about import AboutDialog
+
+        AboutDialog(self.backend.settings.home, self).exec()
 
     # --- backend events --------------------------------------------------------------------
 

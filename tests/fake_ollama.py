@@ -759,3 +759,30 @@ __all__ = [
     "tokens_of",
     "unused_port",
 ]
+
+
+def serve(argv: list[str] | None = None) -> int:
+    """``python -m tests.fake_ollama``: serve until killed, for checks run outside pytest
+    (the packaged app's self-test). Prints the URL on its first line."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description="A fake Ollama server on 127.0.0.1.")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    args = parser.parse_args(argv)
+    server = FakeOllama()
+    server.port = args.port
+    server.start()
+    print(server.url, flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    try:
+        stopped.wait()
+    except KeyboardInterrupt:
+        pass
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve())
