@@ -34,5 +34,20 @@ eval: install
 bench: install
 	$(PY) bench/indexing.py
 
+PACKAGE_STAMP := $(VENV)/.packaging-installed
+
+$(PACKAGE_STAMP): $(STAMP) packaging/requirements.txt
+	$(PY) -m pip install --quiet -r packaging/requirements.txt
+	touch $(PACKAGE_STAMP)
+
+# A one-folder app in dist/Lectern/ and dist/Lectern-<version>-linux-<arch>.tar.gz.
+package: $(PACKAGE_STAMP)
+	$(PY) packaging/build.py
+
+# Build, then run the bundle: self-test against the fake Ollama server, contents, and a
+# run with the network blocked for everything but loopback.
+package-test: package
+	LECTERN_REQUIRE_BUNDLE=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q tests/test_packaging.py
+
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

@@ -6,6 +6,8 @@ Each subclass carries a plain-language ``message`` (what happened) and a ``hint`
 
 from __future__ import annotations
 
+import sys
+
 
 class LecternError(Exception):
     """Root of every error Lectern raises on purpose."""
@@ -21,6 +23,16 @@ class LecternError(Exception):
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
+def reinstall_hint(reason: str) -> str:
+    """How to repair a broken installation: a packaged app is not rebuilt with make."""
+    how = (
+        "Reinstall Lectern"
+        if getattr(sys, "frozen", False)
+        else "Reinstall Lectern with `make install`"
+    )
+    return f"{how}; {reason}"
+
+
 class ConfigError(LecternError):
     default_hint = "Check the settings file or the LECTERN_* environment variables."
 
@@ -34,7 +46,7 @@ class IndexBusyError(StoreError):
 
 
 class ModelLoadError(LecternError):
-    default_hint = "Reinstall Lectern with `make install`; the embedding model ships inside it."
+    default_hint = reinstall_hint("the embedding model ships inside it.")
 
 
 # --- ingestion -----------------------------------------------------------------

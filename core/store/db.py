@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from core.errors import IndexBusyError, StoreError
+from core.errors import IndexBusyError, StoreError, reinstall_hint
 
 SCHEMA_VERSION = 2
 
@@ -32,7 +32,7 @@ def fts_extension_path() -> str:
     if not found:
         raise StoreError(
             "The full-text search extension is missing from this installation.",
-            "Reinstall Lectern with `make install` (duckdb-extension-fts must match duckdb).",
+            reinstall_hint("duckdb-extension-fts must match duckdb."),
         )
     return found[-1]
 
