@@ -59,8 +59,15 @@ def build_facts(data_folder: Path | None) -> list[tuple[str, str]]:
 
 
 class AboutDialog(QDialog):
-    def __init__(self, data_folder: Path | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        data_folder: Path | None = None,
+        parent: QWidget | None = None,
+        *,
+        muted: str = "#6b7280",
+    ) -> None:
         super().__init__(parent)
+        self._muted = muted
         self.setWindowTitle("About Lectern")
         self.setObjectName("aboutDialog")
         self.resize(640, 520)
@@ -100,7 +107,7 @@ class AboutDialog(QDialog):
         privacy.setWordWrap(True)
         column.addWidget(privacy)
         rows = "".join(
-            f"<tr><td style='padding-right: 14px; color: palette(mid)'>{name}</td>"
+            f"<tr><td style='padding-right: 14px; color: {self._muted}'>{name}</td>"
             f"<td>{value}</td></tr>"
             for name, value in build_facts(data_folder)
         )

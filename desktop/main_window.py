@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.about import AboutDialog
 from desktop.app import Backend
 from desktop.conversation_panel import ConversationPanel
 from desktop.evidence_panel import EvidencePanel
@@ -366,7 +367,7 @@ class MainWindow(QMainWindow):
 
         help_menu = bar.addMenu("&Help")
         self._action(help_menu, "&Getting Started", self.new_conversation)
-        self._action(help_menu, "&About Lectern", self._about)
+        self._action(help_menu, "&About Lectern", self.open_about)
 
         # Esc anywhere in the conversation stops the answer (the question box handles its own).
         stop = QShortcut(QKeySequence(Qt.Key.Key_Escape), self.conversation)
@@ -575,10 +576,11 @@ class MainWindow(QMainWindow):
     def _toggle_evidence(self) -> None:
         self.evidence.setVisible(self.evidence_action.isChecked())
 
-    def _about(self) -> None:
-        from desktop.about import AboutDialog
-
-        AboutDialog(self.backend.settings.home, self).exec()
+    def open_about(self) -> AboutDialog:
+        dialog = AboutDialog(self.backend.settings.home, self, muted=self.theme.palette.muted)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
 
     # --- backend events --------------------------------------------------------------------
 

@@ -250,6 +250,16 @@ def main() -> int:
     dialog.reject()
     window.close()
 
+    # 10. About, on the third-party licences the bundle carries.
+    window = open_window(fake.url)
+    about = window.open_about()
+    about.tabs.setCurrentIndex(1)
+    wait(lambda: "includes the following" in about.notices.toPlainText())
+    about.filter.setText("PySide6")
+    shot(about, "10-about-licences.png")
+    about.reject()
+    window.close()
+
     # 9. Dark mode.
     fake.pull_delay_s = 0.0
     fake.answer = grounded(["SEV1", "acknowledge", "status page", "15 minutes"], 3)
