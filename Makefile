@@ -21,8 +21,9 @@ install: $(STAMP)
 run: install
 	$(PY) -m desktop
 
+# The packaged-app tests need a fresh bundle: `make package-test` builds one and runs them.
 test: install
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not packaging"
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -47,7 +48,7 @@ package: $(PACKAGE_STAMP)
 # Build, then run the bundle: self-test against the fake Ollama server, contents, and a
 # run with the network blocked for everything but loopback.
 package-test: package
-	LECTERN_REQUIRE_BUNDLE=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q tests/test_packaging.py
+	LECTERN_REQUIRE_BUNDLE=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m packaging
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

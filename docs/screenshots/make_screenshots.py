@@ -2,7 +2,7 @@
 
 Run under a virtual X server so the window is drawn as on a desktop:
 
-    xvfb-run -s "-screen 0 1400x900x24" .venv/bin/python docs/screenshots/make_screenshots.py
+    xvfb-run -s "-screen 0 1400x900x24" .venv/bin/python docs/screenshots/make_screenshots.py [--only 10]
 
 Everything is real (model, index, files) except the LLM, which is the test suite's fake
 Ollama server answering with sentences copied from the retrieved sources, as a grounded
@@ -83,6 +83,8 @@ def main() -> int:
     from desktop.main_window import MainWindow
     from desktop.theme import Theme
 
+    # `--only 04 10` refreshes just those shots (the app is still driven through them all).
+    only = [a for a in sys.argv[1:] if a != "--only"]
     app = QApplication.instance() or QApplication([])
     app.setApplicationName("Lectern")
     work = Path(tempfile.mkdtemp(prefix="lectern-shots-"))
@@ -129,6 +131,8 @@ def main() -> int:
         wait(lambda: time.monotonic() > end, seconds + 1)
 
     def shot(widget: QWidget, name: str) -> None:
+        if only and not name.startswith(tuple(only)):
+            return
         pause(0.4)  # let layouts settle and the last repaint land
         path = OUT / name
         widget.grab().save(str(path))
