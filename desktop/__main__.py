@@ -14,7 +14,34 @@ import sys
 from collections.abc import Sequence
 
 
+def restore_user_library_path() -> None:
+    """Give programs Lectern starts (a PDF viewer, xdg-open) the user's library path.
+
+    The packaged app's bootloader points LD_LIBRARY_PATH at the bundle so Python finds
+    its own libraries, and keeps the user's value in LD_LIBRARY_PATH_ORIG. Inherited as
+    is, a system PDF viewer would load the bundle's Qt or libstdc++ and could crash.
+    This process is unaffected: the dynamic loader read the variable when it started.
+    """
+    bundle = getattr(sys, "_MEIPASS", None)
+    if not bundle:
+        return
+    original = os.environ.pop("LD_LIBRARY_PATH_ORIG", None)
+    if original is not None:
+        os.environ["LD_LIBRARY_PATH"] = original
+        return
+    kept = [
+        entry
+        for entry in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+        if entry and not entry.startswith(bundle)
+    ]
+    if kept:
+        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(kept)
+    else:
+        os.environ.pop("LD_LIBRARY_PATH", None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    restore_user_library_path()
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -92,6 +92,24 @@ def _check_pdf(folder: Path) -> Callable[[], str]:
     return check
 
 
+def _check_child_environment() -> str:
+    # What "Open original" hands to the system's PDF viewer: no path into the bundle.
+    import subprocess
+    import sys
+
+    shown = subprocess.run(
+        ["/bin/sh", "-c", 'printf %s "$LD_LIBRARY_PATH"'],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    ).stdout
+    bundle = getattr(sys, "_MEIPASS", None)
+    if bundle and bundle in shown:
+        raise StepFailed(f"Programs started from Lectern would load its libraries: {shown}")
+    return f"LD_LIBRARY_PATH for started programs: {shown or '(unset)'}"
+
+
 def _check_notices() -> str:
     from core.notices import notices_text
 
@@ -111,6 +129,7 @@ def main(argv: Sequence[str]) -> int:
         ("Qt", _check_qt),
         ("QtPdf", _check_pdf(folder)),
         ("licence notices", _check_notices),
+        ("started programs", _check_child_environment),
     ]
     return run_self_test(
         folder,

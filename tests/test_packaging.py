@@ -118,7 +118,15 @@ def test_self_test_indexes_searches_and_answers(
     done = self_test(bundle, tmp_path / "home", str(documents), "--llm-url", fake_ollama.url)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    for step in ("index", "search", "answer", "QtPdf", "licence notices", "offline mode"):
+    for step in (
+        "index",
+        "search",
+        "answer",
+        "QtPdf",
+        "licence notices",
+        "offline mode",
+        "started programs",
+    ):
         assert any(line.startswith(f"[ok  ] {step} ") for line in lines), done.stdout
     index_line = next(line for line in lines if line.startswith("[ok  ] index "))
     # Seven files went through the spawned parser worker; the damaged one is reported.
