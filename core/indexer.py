@@ -378,8 +378,10 @@ class Indexer:
         return {r[0] for r in rows}
 
     def publish(self) -> None:
-        """Make committed changes visible to keyword search and persist the vector file."""
-        self.keyword.refresh()
+        """Make committed changes visible to keyword search and persist the vector file.
+        A due keyword base rebuild runs on its own thread; new chunks go to the delta,
+        searchable at once, so indexing and other writers never wait seconds for it."""
+        self.keyword.refresh(background=True)
         self._vectors().maybe_compact()
         self.save_vectors(older_than_s=self.vector_save_interval_s)
 

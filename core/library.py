@@ -404,6 +404,9 @@ class Library:
         }
 
     def close(self) -> None:
+        # A keyword base rebuild running in the background is stopped first: its tables
+        # are new and unused, so nothing is lost (the next run starts it again).
+        self.keyword.close()
         with self._lock:
             if self._vectors is not None:
                 self._vectors.save_if_dirty()

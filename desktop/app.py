@@ -112,15 +112,16 @@ class Backend(QObject):
         super().__init__(parent)
         self.settings = settings or load_settings()
         self._embedder = embedder
-        self.background = Background(max_threads=4, parent=self)
+        lowered = os.environ.get("LECTERN_ENGINE_PRIORITY", "low") != "normal"
+        # Questions, searches and previews run a little below the UI thread: answering
+        # embeds the question and the cited sentences, and at the UI's own priority its
+        # torch threads kept the window waiting for a CPU for 60-80 ms at a time on two
+        # cores. They still come well before indexing.
+        self.background = Background(max_threads=4, parent=self, lower_by=5 if lowered else 0)
         # Opening the library (which starts the parser process and DuckDB's threads),
         # loading and warming the model (torch's threads) and indexing run here, at a
         # lower OS priority, so the window keeps the CPU it needs on a busy machine.
-        self.engine = Background(
-            max_threads=1,
-            parent=self,
-            low_priority=os.environ.get("LECTERN_ENGINE_PRIORITY", "low") != "normal",
-        )
+        self.engine = Background(max_threads=1, parent=self, lower_by=10 if lowered else 0)
         self.library: Library | None = None
         self.phase = "starting"
         self.llm_status = LLMStatus("checking", self.settings.llm_kind)
@@ -155,6 +156,20 @@ class Backend(QObject):
         settings, embedder = self.settings, self._embedder
 
         def open_library(ctx: TaskContext) -> Library:
+            # Importing torch and transformers makes millions of objects, and every full
+            # garbage collection meanwhile walked all of them with every thread stopped:
+            # pauses growing to 250 ms froze the window while the model loaded. Nothing
+            # they make is garbage worth collecting, so the collector waits until they are
+            # loaded, and then they are moved out of its sight for good (gc.freeze); newer
+            # garbage is still collected.
+            gc.disable()
+            try:
+                return load(ctx)
+            finally:
+                gc.freeze()
+                gc.enable()
+
+        def load(ctx: TaskContext) -> Library:
             from core.library import Library
 
             library = Library(settings, embedder=embedder)
@@ -170,11 +185,6 @@ class Backend(QObject):
             except BaseException:
                 library.close()
                 raise
-            # A full garbage collection walks every object, including the millions torch and
-            # transformers just made, and stops all threads meanwhile: measured pauses of
-            # 300 ms froze the window. Those objects live as long as the app, so move them
-            # out of the collector's sight; newer garbage is still collected.
-            gc.freeze()
             return library
 
         def progress(value: Any) -> None:

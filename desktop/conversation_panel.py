@@ -45,7 +45,7 @@ from desktop.viewmodels import (
     SourceView,
     TurnView,
 )
-from desktop.widgets import ElidedLabel
+from desktop.widgets import ElidedLabel, WrapLabel
 from desktop.workers import Task, describe_error
 
 RENDER_INTERVAL_MS = 40
@@ -163,7 +163,7 @@ class TurnWidget(QFrame):
 
         qrow = QHBoxLayout()
         qrow.addStretch(1)
-        self.question = QLabel(objectName="questionBubble")
+        self.question = WrapLabel(objectName="questionBubble")
         self.question.setWordWrap(True)
         self.question.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.question.setMaximumWidth(640)
@@ -195,7 +195,7 @@ class TurnWidget(QFrame):
         head.addWidget(self.copy_button)
         body.addLayout(head)
 
-        self.answer = QLabel(objectName="answerText")
+        self.answer = WrapLabel(objectName="answerText")
         self.answer.setWordWrap(True)
         self.answer.setTextFormat(Qt.TextFormat.RichText)
         self.answer.setTextInteractionFlags(
@@ -216,7 +216,7 @@ class TurnWidget(QFrame):
         ebox = QVBoxLayout(self.error_box)
         ebox.setContentsMargins(12, 10, 12, 10)
         ebox.setSpacing(8)
-        self.error_text = QLabel(objectName="errorText")
+        self.error_text = WrapLabel(objectName="errorText")
         self.error_text.setWordWrap(True)
         self.error_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         ebox.addWidget(self.error_text)
@@ -228,7 +228,7 @@ class TurnWidget(QFrame):
 
         self.sources_title = QLabel("Sources", objectName="sectionCaption")
         body.addWidget(self.sources_title)
-        self.sources = QLabel(objectName="sourcesList")
+        self.sources = WrapLabel(objectName="sourcesList")
         self.sources.setWordWrap(True)
         self.sources.setTextFormat(Qt.TextFormat.RichText)
         self.sources.setTextInteractionFlags(
@@ -333,7 +333,7 @@ class TurnWidget(QFrame):
                 ).pixmap(16, 16)
             )
             mark.setAlignment(Qt.AlignmentFlag.AlignTop)
-            text = QLabel(_esc(message))
+            text = WrapLabel(_esc(message))
             text.setObjectName("warningText" if strong else "adviceText")
             text.setWordWrap(True)
             text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -457,7 +457,7 @@ class SearchResultsWidget(QFrame):
         self.layout_ = QVBoxLayout(self)
         self.layout_.setContentsMargins(0, 0, 0, 0)
         self.layout_.setSpacing(8)
-        self.header = QLabel(objectName="searchHeader")
+        self.header = WrapLabel(objectName="searchHeader")
         self.header.setWordWrap(True)
         self.layout_.addWidget(self.header)
         self.results = QVBoxLayout()
@@ -516,7 +516,7 @@ class SearchResultsWidget(QFrame):
             card.setAccessibleName(f"Result {source.n}: {source.display_name}")
             lay = QVBoxLayout(card)
             lay.setContentsMargins(14, 10, 14, 12)
-            label = QLabel(
+            label = WrapLabel(
                 f'<span style="color:{palette.accent}; font-weight:600;">{source.n}</span>'
                 f"&nbsp;&nbsp;<b>{_esc(_short(source.section or source.display_name, 80))}</b>"
                 f' <span style="color:{palette.muted};">— {_esc(source.where)}</span>'

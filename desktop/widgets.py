@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QEvent, QSize, Qt
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
@@ -59,3 +59,60 @@ class ElidedLabel(QLabel):
         )
         if shown != self.text():
             self.setText(shown)
+
+
+class WrapLabel(QLabel):
+    """A word-wrapped label that remembers its height for each width until it changes.
+
+    Qt asks every word-wrapped label in a layout for its height at several widths whenever
+    anything in that layout changes, and a rich-text QLabel lays its whole text out again
+    for each question (QWidgetItem's own cache holds three widths; the transcript asks for
+    four). Adding three search results to a conversation with a few long answers
+    re-laid out every earlier answer half a dozen times: 70-110 ms of the UI thread,
+    growing with the conversation. With this cache only new or changed labels are laid out.
+    """
+
+    def __init__(self, text: str = "", parent: QWidget | None = None, **kwargs: object) -> None:
+        super().__init__(text, parent, **kwargs)  # type: ignore[arg-type]
+        self._heights: dict[tuple[int, int, int, int, int], int] = {}
+        self.setWordWrap(True)
+
+    def _forget(self) -> None:
+        self._heights.clear()
+
+    def heightForWidth(self, width: int) -> int:
+        margins = self.contentsMargins()
+        # Style sheets set contents margins from C++ (no Python call to hook), so they
+        # are part of the key rather than an invalidation.
+        key = (width, margins.left(), margins.top(), margins.right(), margins.bottom())
+        height = self._heights.get(key)
+        if height is None:
+            height = super().heightForWidth(width)
+            self._heights[key] = height
+        return height
+
+    def setText(self, text: str) -> None:
+        if text != self.text():
+            self._forget()
+            super().setText(text)
+
+    def setTextFormat(self, fmt: Qt.TextFormat) -> None:
+        self._forget()
+        super().setTextFormat(fmt)
+
+    def setWordWrap(self, on: bool) -> None:
+        self._forget()
+        super().setWordWrap(on)
+
+    def setIndent(self, indent: int) -> None:
+        self._forget()
+        super().setIndent(indent)
+
+    def setMargin(self, margin: int) -> None:
+        self._forget()
+        super().setMargin(margin)
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._forget()
+        super().changeEvent(event)

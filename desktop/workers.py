@@ -64,15 +64,17 @@ def lower_current_thread_priority(step: int = 10) -> None:
     """Let the person's foreground work (this window first) win the CPU over ours.
 
     On Linux the nice value is per thread and inherited by the threads and processes the
-    thread starts: the parser process, DuckDB's and torch's worker threads. Elsewhere Qt's
-    thread priority is the portable knob.
+    thread starts: the parser process, DuckDB's and torch's worker threads. The thread is
+    set ``step`` below the process's own priority (the UI thread's), not ``step`` below
+    where it was, so a pooled thread running its tenth task is still at the same level.
+    Elsewhere Qt's thread priority is the portable knob.
     """
     if sys.platform.startswith("linux"):
         try:
             tid = threading.get_native_id()
-            os.setpriority(
-                os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + step)
-            )
+            target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + step)
+            if os.getpriority(os.PRIO_PROCESS, tid) < target:
+                os.setpriority(os.PRIO_PROCESS, tid, target)
         except (OSError, AttributeError):
             pass
         return
@@ -87,7 +89,7 @@ class Task(QRunnable):
         fn: Callable[[TaskContext], Any],
         name: str,
         min_interval_s: float = 0.0,
-        low_priority: bool = False,
+        lower_by: int = 0,
     ) -> None:
         super().__init__()
         # Python keeps ownership: the pool must not delete an object we still reference.
@@ -96,17 +98,17 @@ class Task(QRunnable):
         self.signals = TaskSignals()
         self.context = TaskContext(self.signals, min_interval_s)
         self._fn = fn
-        self._low_priority = low_priority
+        self._lower_by = lower_by
         self.done = threading.Event()
 
     def cancel(self) -> None:
         self.context.cancel.set()
 
     def run(self) -> None:
-        if self._low_priority:
-            # Only on the dedicated background pool: a lowered thread stays lowered, as
-            # raising a nice value back needs privileges.
-            lower_current_thread_priority()
+        if self._lower_by:
+            # Only on pools made for it: a lowered thread stays lowered, as raising a nice
+            # value back needs privileges.
+            lower_current_thread_priority(self._lower_by)
         try:
             result = self._fn(self.context)
         except BaseException as exc:  # every failure must reach the UI, never vanish
@@ -124,10 +126,17 @@ class Background(QObject):
     """Runs functions on a private thread pool and reports back through signals."""
 
     def __init__(
-        self, max_threads: int = 4, parent: QObject | None = None, *, low_priority: bool = False
+        self,
+        max_threads: int = 4,
+        parent: QObject | None = None,
+        *,
+        low_priority: bool = False,
+        lower_by: int | None = None,
     ) -> None:
+        """``lower_by``: nice steps below the UI thread for this pool's threads (Linux);
+        ``low_priority`` is the usual 10."""
         super().__init__(parent)
-        self.low_priority = low_priority
+        self.lower_by = lower_by if lower_by is not None else (10 if low_priority else 0)
         self.pool = QThreadPool(self)
         # Indexing holds one thread for a long time; questions, searches and document
         # previews must still find free threads meanwhile.
@@ -145,7 +154,7 @@ class Background(QObject):
         on_finished: Callable[[], None] | None = None,
         min_interval_s: float = 0.0,
     ) -> Task:
-        task = Task(fn, name, min_interval_s, self.low_priority)
+        task = Task(fn, name, min_interval_s, self.lower_by)
         if on_result is not None:
             task.signals.result.connect(on_result)
         if on_error is not None:

@@ -349,3 +349,83 @@ def test_keyword_merge_survives_another_open_write_transaction(
     )
     library.keyword.refresh()  # the deferred checkpoint happens now
     assert not library.keyword._checkpoint_pending
+
+
+def test_keyword_base_rebuild_runs_in_the_background(
+    library: Library, sample_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import core.store.keyword as keyword_module
+
+    library.index([sample_folder])
+    # Any delta makes a base rebuild due, so the next run's publish starts one.
+    monkeypatch.setattr(keyword_module, "MERGE_MIN_CHUNKS", 0)
+    monkeypatch.setattr(keyword_module, "MERGE_FRACTION", 0.0)
+    (sample_folder / "pager.md").write_text("# Pager\n\nThe escalation code is QX-4471.\n")
+    building, release = threading.Event(), threading.Event()
+    build = library.keyword._build
+
+    def held_build(name: str, where: str, params: list[object]) -> None:
+        if name.startswith("kw_base"):
+            building.set()
+            assert release.wait(60)
+        build(name, where, params)
+
+    monkeypatch.setattr(library.keyword, "_build", held_build)
+    try:
+        report = library.index()  # returns while the rebuild is still held
+        assert report.added == 1
+        assert building.wait(30) and library.keyword.merging
+        # Meanwhile the new file is searchable (through the delta) and writers go on.
+        assert any("QX-4471" in h.text for h in library.search("QX-4471", mode="bm25"))
+        with library.db.transaction() as cur:
+            library.db.set_meta("probe", "written during the rebuild", cur)
+    finally:
+        release.set()
+    library.keyword.wait_for_merge()
+    assert not library.keyword.merging
+    assert library.keyword.delta_size() == 0  # everything is in the new base
+    assert library.keyword.is_current()
+    assert any("QX-4471" in h.text for h in library.search("QX-4471", mode="bm25"))
+    assert any(
+        "5,000" in h.text for h in library.search("corporate card monthly limit", mode="bm25")
+    )
+    assert_consistent(library)
+
+
+def test_vector_save_does_not_hold_up_searches(
+    library: Library, sample_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import core.store.vectors as vectors_module
+
+    library.index([sample_folder])
+    vectors = library.vectors
+    vectors._dirty = True
+    writing, release = threading.Event(), threading.Event()
+    held_too_long: list[bool] = []
+    real_fsync = vectors_module.os.fsync
+
+    def held_fsync(fd: int) -> None:
+        writing.set()
+        # Released only after the search below returns: a search waiting for the save
+        # would sit out this whole wait.
+        held_too_long.append(not release.wait(60))
+        real_fsync(fd)
+
+    monkeypatch.setattr(vectors_module.os, "fsync", held_fsync)
+    saver = threading.Thread(target=vectors.save)
+    saver.start()
+    try:
+        assert writing.wait(30)
+        # The file is being written; a dense search still runs now.
+        hits = library.search("corporate card monthly limit", mode="dense")
+        assert hits
+    finally:
+        release.set()
+        saver.join(30)
+    assert held_too_long == [False]
+    assert not vectors._dirty
+    assert vectors.path.exists()
