@@ -10,8 +10,12 @@ folder is being indexed, opening cited passages (PDF pages rendered) and searchi
     .venv/bin/python bench/ui_stall.py                  # 600 text files + 36 PDFs
     .venv/bin/python bench/ui_stall.py --files 150      # quicker
 
-Figures are printed per phase; the last line is one JSON object. The target is a longest
-stall under 100 ms while indexing and answering.
+Figures are printed per phase ("window": building the window before it is first shown;
+"startup": the library opening and the model loading behind the visible window; then the
+indexing phases), with, for each stall over 50 ms, how long the UI thread ran, waited for
+a CPU, and how much CPU the host took from the virtual machine meanwhile (Linux). The
+last line is one JSON object. The target is a longest stall under 100 ms while indexing
+and answering.
 """
 
 from __future__ import annotations
@@ -68,7 +72,9 @@ class StallMeter:
         self.clock = QElapsedTimer()
         self.clock.start()
         self.last = 0
-        self.phase = "startup"
+        # Building the window, before it is first shown; then "startup" while the
+        # library opens and the model loads behind the visible window.
+        self.phase = "window"
         self.gaps: dict[str, list[float]] = {}
         self.worst: dict[str, tuple[float, float]] = {}  # phase -> (stall ms, at s)
         self.counters = _cpu_counters()
@@ -280,7 +286,8 @@ def main() -> int:
     backend = Backend(Settings(home=home, llm_url=fake.url))
     window = MainWindow(backend, theme, QSettings(str(work / "ui.ini"), QSettings.Format.IniFormat))
     window.show()
-    app.processEvents()
+    app.processEvents()  # the overdue tick lands here, in the "window" phase
+    meter.set_phase("startup")
     visible_s = time.perf_counter() - STARTED
     backend.start()
 
@@ -393,6 +400,7 @@ def main() -> int:
         "index_finished": finished,
         "questions": answered,
         "max_stall_busy_ms": worst_busy,
+        "max_stall_window_ms": summary.get("window", {}).get("max_ms"),
         "max_stall_startup_ms": summary.get("startup", {}).get("max_ms"),
         "phases": summary,
         "gc": gc_meter.summary(),

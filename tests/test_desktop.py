@@ -623,3 +623,25 @@ def test_pdf_highlight_lands_on_the_visible_text_of_the_page(
     assert all(r.height() >= 6 for r in evidence.rects)  # body text, not the figure's 4 pt
     assert 240 < evidence.rects[0].top() < 300  # the caption under the figure
     assert not evidence.image.isNull()
+
+
+def test_wrapped_label_height_follows_text_font_and_margins(qtbot: object) -> None:
+    from PySide6.QtGui import QFont
+
+    from desktop.widgets import WrapLabel
+
+    label = WrapLabel("one short line")
+    qtbot.addWidget(label)  # type: ignore[attr-defined]
+    short = label.heightForWidth(200)
+    assert label.heightForWidth(200) == short  # remembered
+    label.setText("<b>a much longer text</b> that has to wrap over several lines " * 6)
+    tall = label.heightForWidth(200)
+    assert tall > short
+    assert label.heightForWidth(400) < tall  # each width has its own height
+    font = QFont(label.font())
+    font.setPointSizeF(font.pointSizeF() * 2)
+    label.setFont(font)
+    assert label.heightForWidth(200) > tall
+    bigger = label.heightForWidth(200)
+    label.setContentsMargins(0, 20, 0, 20)
+    assert label.heightForWidth(200) == bigger + 40
