@@ -62,14 +62,12 @@ class SelfTest:
         llm_url: str | None = None,
         model: str | None = None,
         question: str | None = None,
-        home: Path | None = None,
         out: TextIO | None = None,
     ) -> None:
         self.folder = folder.expanduser().resolve()
         self.llm_url = llm_url
         self.model = model
         self.question = question
-        self.home = home
         self.out = out or sys.stdout
         self.report = SelfTestReport()
         self.extra_steps: list[tuple[str, Callable[[], str]]] = []
@@ -94,10 +92,6 @@ class SelfTest:
 
     @contextmanager
     def _data_folder(self) -> Iterator[Path]:
-        if self.home is not None:
-            self.home.mkdir(parents=True, exist_ok=True)
-            yield self.home
-            return
         path = Path(tempfile.mkdtemp(prefix="lectern-selftest-"))
         try:
             yield path
@@ -113,13 +107,13 @@ class SelfTest:
             file=self.out,
             flush=True,
         )
-        if not self.step("folder", self._check_folder):
-            return self.report
-        with self._data_folder() as home:
-            settings = load_settings(home)
-            if self.llm_url:
-                settings = settings.with_changes(llm_url=self.llm_url)
-            self._run_engine(settings)
+        if self.step("folder", self._check_folder):
+            with self._data_folder() as home:
+                settings = load_settings(home)
+                if self.llm_url:
+                    settings = settings.with_changes(llm_url=self.llm_url)
+                self._run_engine(settings)
+        # The app's own checks do not depend on the folder: run them whatever happened.
         for name, check in self.extra_steps:
             self.step(name, check)
         verdict = "passed" if self.report.ok else "FAILED"
@@ -142,7 +136,7 @@ class SelfTest:
         try:
             if not self.step("embedding model", lambda: _check_embedder(library)):
                 return
-            self.step("offline mode", _check_offline_mode)
+            self.step("offline mode", lambda: _check_offline_mode(library))
             if not self.step("index", lambda: _index(library, self.folder)):
                 return
             if not self.step("search", lambda: _search(library)):
@@ -193,7 +187,7 @@ class SelfTest:
 # --- steps --------------------------------------------------------------------------
 
 
-def _check_offline_mode() -> str:
+def _check_offline_mode(library: Library) -> str:
     # huggingface_hub reads the variable once, at import: the entry point must set it
     # before anything imports transformers, and this checks what the library took in.
     missing = [
@@ -204,6 +198,16 @@ def _check_offline_mode() -> str:
     hub = sys.modules.get("huggingface_hub.constants")
     if hub is not None and not getattr(hub, "HF_HUB_OFFLINE", False):
         raise StepFailed("huggingface_hub was imported before offline mode was set.")
+    autoinstall, autoload = (
+        library.db.cursor()
+        .execute(
+            "SELECT current_setting('autoinstall_known_extensions'), "
+            "current_setting('autoload_known_extensions')"
+        )
+        .fetchone()
+    )
+    if autoinstall or autoload:
+        raise StepFailed("DuckDB may download extensions: auto-install or auto-load is on.")
     return "Hugging Face offline mode on; DuckDB extension auto-install off"
 
 
@@ -273,7 +277,6 @@ def run_self_test(
     llm_url: str | None = None,
     model: str | None = None,
     question: str | None = None,
-    home: str | Path | None = None,
     extra_steps: list[tuple[str, Callable[[], str]]] | None = None,
     out: TextIO | None = None,
 ) -> int:
@@ -283,7 +286,6 @@ def run_self_test(
         llm_url=llm_url,
         model=model,
         question=question,
-        home=Path(home) if home else None,
         out=out,
     )
     test.extra_steps.extend(extra_steps or [])
