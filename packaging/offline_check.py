@@ -112,12 +112,14 @@ def app_environment(home: Path) -> dict[str, str]:
     return env
 
 
+def traced(log: Path, *command: str) -> list[str]:
+    """``command`` under strace, logging every address it (or any child) sends to."""
+    return ["strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-o", str(log), *command]
+
+
 def run_self_test(bundle: Path, folder: Path, url: str, work: Path) -> dict[str, object]:
     log = work / "self-test.strace"
-    command = [
-        "strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-o", str(log),
-        str(bundle), "--self-test", str(folder), "--llm-url", url,
-    ]  # fmt: skip
+    command = traced(log, str(bundle), "--self-test", str(folder), "--llm-url", url)
     started = time.monotonic()
     result = subprocess.run(
         command,
@@ -142,10 +144,7 @@ def run_window(bundle: Path, folder: Path, url: str, work: Path) -> dict[str, ob
     port = int(url.rsplit(":", 1)[1])
     (home / "settings.json").write_text(json.dumps({"llm_url": url}), encoding="utf-8")
     log = work / "window.strace"
-    command = [
-        "strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-o", str(log),
-        str(bundle), str(folder),
-    ]  # fmt: skip
+    command = traced(log, str(bundle), str(folder))
     output_path = work / "window.out"
     with output_path.open("w") as output:
         app = subprocess.Popen(

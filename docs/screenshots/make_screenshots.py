@@ -157,6 +157,13 @@ def main() -> int:
         panel.submit()
         wait(lambda: not panel.busy, 120)
 
+    def open_citation(window: MainWindow, which: int) -> None:
+        """Click citation ``which`` (0 first, -1 last) of the latest answer, if it has one."""
+        turn = window.conversation.last_turn()
+        if turn is not None and turn.turn.citations:
+            turn.open_citation(turn.turn.citations[which].n)
+            wait(lambda: window.evidence.mode in ("text", "pdf", "message"))
+
     # 1. First run: nothing indexed, no Ollama: the empty state says what to do.
     window = open_window(f"http://127.0.0.1:{unused_port()}")
     shot(window, "01-first-run.png")
@@ -181,10 +188,7 @@ def main() -> int:
     fake.answer = grounded(["claim", "receipt", "approve", "EUR"], 3)
     window = open_window(fake.url)
     ask(window, "What are the rules for expense claims and receipts?")
-    turn = window.conversation.last_turn()
-    if turn is not None and turn.turn.citations:
-        turn.open_citation(turn.turn.citations[-1].n)
-        wait(lambda: window.evidence.mode in ("text", "pdf", "message"))
+    open_citation(window, -1)
     shot(window, "03-answer-with-evidence.png")
 
     # 4. A PDF citation: the rendered page with the supporting sentence highlighted.
@@ -235,10 +239,7 @@ def main() -> int:
     # 7. No model server: the answer is extracted from the documents, and says so.
     window = open_window(f"http://127.0.0.1:{unused_port()}")
     ask(window, "How much is mileage reimbursed for a private car?")
-    turn = window.conversation.last_turn()
-    if turn is not None and turn.turn.citations:
-        turn.open_citation(turn.turn.citations[0].n)
-        wait(lambda: window.evidence.mode in ("text", "pdf", "message"))
+    open_citation(window, 0)
     shot(window, "07-search-only-answer.png")
     window.close()
 
@@ -254,6 +255,15 @@ def main() -> int:
     dialog.reject()
     window.close()
 
+    # 9. Dark mode.
+    fake.pull_delay_s = 0.0
+    fake.answer = grounded(["SEV1", "acknowledge", "status page", "15 minutes"], 3)
+    window = open_window(fake.url, theme_name="dark")
+    ask(window, "What must the primary do for a SEV1 incident?")
+    open_citation(window, 0)
+    shot(window, "09-dark.png")
+    window.close()
+
     # 10. About, on the third-party licences the bundle carries.
     window = open_window(fake.url)
     about = window.open_about()
@@ -262,18 +272,6 @@ def main() -> int:
     about.filter.setText("PySide6")
     shot(about, "10-about-licences.png")
     about.reject()
-    window.close()
-
-    # 9. Dark mode.
-    fake.pull_delay_s = 0.0
-    fake.answer = grounded(["SEV1", "acknowledge", "status page", "15 minutes"], 3)
-    window = open_window(fake.url, theme_name="dark")
-    ask(window, "What must the primary do for a SEV1 incident?")
-    turn = window.conversation.last_turn()
-    if turn is not None and turn.turn.citations:
-        turn.open_citation(turn.turn.citations[0].n)
-        wait(lambda: window.evidence.mode in ("text", "pdf", "message"))
-    shot(window, "09-dark.png")
     window.close()
 
     fake.stop()
