@@ -20,6 +20,7 @@ import duckdb
 
 from core.errors import StoreError
 from core.records import Citation, Hit
+from core.store.backup import RecordBackup
 
 Connect = Callable[[], duckdb.DuckDBPyConnection]
 
@@ -100,10 +101,91 @@ class ConversationStore:
     interleave with an indexing transaction.
     """
 
-    def __init__(self, connect: Connect, write_lock: Any = None) -> None:
+    def __init__(
+        self, connect: Connect, write_lock: Any = None, backup: RecordBackup | None = None
+    ) -> None:
         self._connect = connect
         self._lock = write_lock if write_lock is not None else threading.RLock()
         self._ready = False
+        self._backup = backup
+
+    def _copy_to_backup(self, conversation_id: int) -> None:
+        """Every change is copied outside the database (see core/store/backup.py)."""
+        if self._backup is None:
+            return
+        conversation = self.get(conversation_id)
+        if conversation is None:
+            self._backup.remove_conversation(conversation_id)
+            return
+        self._backup.save_conversation(
+            {
+                "id": conversation.id,
+                "title": conversation.title,
+                "created_at": conversation.created_at.isoformat()
+                if conversation.created_at
+                else None,
+                "turns": [t.to_json() for t in self.turns(conversation_id)],
+            }
+        )
+
+    def back_up_all(self) -> None:
+        for conversation in self.list(limit=1_000_000):
+            self._copy_to_backup(conversation.id)
+
+    def restore(self, saved: Sequence[dict[str, Any]]) -> int:
+        """Bring back what the database lost of the backed-up conversations (after a
+        write-ahead log was lost, or into a library rebuilt after damage); returns how
+        many conversations gained something. A conversation still present keeps its id
+        and gets back the turns it lost; one that is gone comes back under a new id."""
+        restored = 0
+        with self._lock:
+            cur = self._cursor()
+            for conversation in saved:
+                turns = list(conversation.get("turns") or [])
+                present = self.get(int(conversation.get("id") or 0))
+                same = present is not None and (
+                    present.title == conversation.get("title")
+                    and (present.created_at.isoformat() if present.created_at else None)
+                    == conversation.get("created_at")
+                )
+                if present is not None and same:
+                    conversation_id, lost = present.id, turns[present.turn_count :]
+                else:
+                    row = cur.execute(
+                        "INSERT INTO conversations(title, created_at) "
+                        "VALUES (?, coalesce(TRY_CAST(? AS TIMESTAMP), current_timestamp)) "
+                        "RETURNING id",
+                        [
+                            str(conversation.get("title") or "Untitled"),
+                            conversation.get("created_at"),
+                        ],
+                    ).fetchone()
+                    assert row is not None
+                    conversation_id, lost = int(row[0]), turns
+                for turn in lost:
+                    cur.execute(
+                        """INSERT INTO turns(conversation_id, question, standalone_question,
+                               answer, mode, created_at, sources, citations, warnings)
+                           VALUES (?, ?, ?, ?, ?,
+                               coalesce(TRY_CAST(? AS TIMESTAMP), current_timestamp), ?, ?, ?)""",
+                        [
+                            conversation_id,
+                            str(turn.get("question") or ""),
+                            turn.get("standalone_question"),
+                            turn.get("answer") or "",
+                            turn.get("mode") or "",
+                            turn.get("created_at"),
+                            json.dumps(turn.get("sources") or []),
+                            json.dumps(turn.get("citations") or []),
+                            json.dumps(turn.get("warnings") or []),
+                        ],
+                    )
+                restored += bool(lost) or not same
+            if self._backup is not None:
+                # The copies follow the database's ids from here on.
+                self._backup.clear_conversations()
+                self.back_up_all()
+        return restored
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cur = self._connect()
@@ -130,6 +212,7 @@ class ConversationStore:
                 .fetchone()
             )
         assert row is not None
+        self._copy_to_backup(int(row[0]))
         return int(row[0])
 
     def get(self, conversation_id: int) -> Conversation | None:
@@ -194,6 +277,7 @@ class ConversationStore:
                 .fetchone()
             )
         assert row is not None
+        self._copy_to_backup(conversation_id)
         return int(row[0])
 
     def turns(self, conversation_id: int) -> list[Turn]:
@@ -228,6 +312,8 @@ class ConversationStore:
             cur = self._cursor()
             cur.execute("DELETE FROM turns WHERE conversation_id = ?", [conversation_id])
             cur.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
+        if self._backup is not None:
+            self._backup.remove_conversation(conversation_id)
 
     def forget_documents(self, paths: Iterable[str]) -> int:
         """Blank the text copied from ``paths`` into stored turns; returns turns changed."""
@@ -235,10 +321,13 @@ class ConversationStore:
         if not gone:
             return 0
         changed = 0
+        touched: set[int] = set()
         with self._lock:
             cur = self._cursor()
-            rows = cur.execute("SELECT id, sources, citations FROM turns").fetchall()
-            for turn_id, raw_sources, raw_citations in rows:
+            rows = cur.execute(
+                "SELECT id, sources, citations, conversation_id FROM turns"
+            ).fetchall()
+            for turn_id, raw_sources, raw_citations, conversation_id in rows:
                 sources = json.loads(raw_sources or "[]")
                 citations = json.loads(raw_citations or "[]")
                 hit = False
@@ -261,4 +350,7 @@ class ConversationStore:
                         [json.dumps(sources), json.dumps(citations), turn_id],
                     )
                     changed += 1
+                    touched.add(int(conversation_id))
+            for conversation_id in touched:
+                self._copy_to_backup(conversation_id)
         return changed

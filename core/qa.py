@@ -169,6 +169,9 @@ def _cursor(db: Any) -> Any:
 
 
 def conversation_store(library: Any) -> ConversationStore | None:
+    store = getattr(library, "conversations", None)
+    if isinstance(store, ConversationStore):
+        return store  # the library's own, which also keeps the backup copy
     db = _db_of(library)
     if db is None:
         return None

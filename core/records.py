@@ -209,3 +209,27 @@ class IndexReport:
     elapsed_s: float = 0.0
     cancelled: bool = False
     failures: tuple[tuple[str, str], ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class RecoveryNotice:
+    """Something Lectern repaired when it opened the library, told to the user once.
+
+    ``kind`` is one of ``log_set_aside`` (a write-ahead log that would not replay),
+    ``log_cut_short`` (one that ended early), ``library_rebuilt`` (a damaged database
+    file), ``keyword_rebuilding`` and ``vectors_rebuilt`` (derived indexes)."""
+
+    kind: str
+    message: str
+    hint: str = ""
+    kept_at: str = ""  # where a damaged file was kept, never deleted
+    at: str = ""  # ISO time
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "hint": self.hint,
+            "kept_at": self.kept_at,
+            "at": self.at,
+        }

@@ -197,7 +197,7 @@ def test_damaged_vector_file_is_rebuilt_and_stale_one_repaired(
         assert [
             h.chunk_id for h in lib.search("corporate card monthly limit", mode="dense")
         ] == expected
-        assert lib.vectors.repair_report == "rebuilt"
+        assert lib.vectors.repair_report.startswith("rebuilt, damaged")
         assert_consistent(lib)
 
 
@@ -366,11 +366,11 @@ def test_keyword_base_rebuild_runs_in_the_background(
     building, release = threading.Event(), threading.Event()
     build = library.keyword._build
 
-    def held_build(name: str, where: str, params: list[object]) -> None:
+    def held_build(cur: object, name: str, where: str, params: list[object]) -> None:
         if name.startswith("kw_base"):
             building.set()
             assert release.wait(60)
-        build(name, where, params)
+        build(cur, name, where, params)  # type: ignore[arg-type]
 
     monkeypatch.setattr(library.keyword, "_build", held_build)
     try:

@@ -7,7 +7,10 @@ is written in a single transaction so readers on other cursors never see half of
 
 from __future__ import annotations
 
+import errno
 import glob
+import os
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,9 +18,73 @@ from pathlib import Path
 
 import duckdb
 
-from core.errors import IndexBusyError, StoreError, reinstall_hint
+from core.errors import (
+    DamagedStoreError,
+    DiskFullError,
+    IndexBusyError,
+    StoreError,
+    UnreplayableLogError,
+    reinstall_hint,
+)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# Indexing stops before the disk is this close to full: DuckDB needs room for its
+# write-ahead log and a checkpoint, and the rest of the machine needs room too.
+MIN_FREE_BYTES = 64 * 1024 * 1024
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "''")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    text = str(exc)
+    return "No space left on device" in text or "Disk is full" in text
+
+
+def _mb(n: int) -> str:
+    return f"{max(1, round(n / 1_048_576))} MB"
+
+
+def disk_full_error(path: Path | str, needed_bytes: int = 0) -> DiskFullError:
+    """A plain report of a full disk: which one, what is free, what is needed."""
+    folder = Path(str(path)).parent if str(path) != ":memory:" else Path.cwd()
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = 0
+    needed = max(needed_bytes, MIN_FREE_BYTES)
+    return DiskFullError(
+        f"The disk holding your library ({folder}) is full: {_mb(free)} free, and indexing "
+        f"needs about {_mb(needed)} more.",
+        f"Free at least {_mb(needed)} on that disk. Search and your conversations keep "
+        "working meanwhile; indexing carries on where it stopped and nothing is lost.",
+        folder=str(folder),
+        free_bytes=free,
+        needed_bytes=needed,
+    )
+
+
+def _open_error(path: Path, exc: duckdb.Error) -> StoreError:
+    """Tell a busy library from a damaged file or a log that cannot be replayed (the
+    words DuckDB uses decide: "block" in a damage report once read as "lock")."""
+    text = str(exc)
+    if "Could not set lock" in text or "Conflicting lock" in text:
+        return IndexBusyError(
+            f"Another Lectern process is using the library at {path}.",
+            "Close the other Lectern window or command, or set LECTERN_HOME to another folder.",
+        )
+    if is_disk_full(exc):
+        return disk_full_error(path)
+    if "WAL" in text or "write-ahead" in text:
+        return UnreplayableLogError(
+            f"The last changes to {path.name} could not be replayed: {text}"
+        )
+    if isinstance(exc, duckdb.IOException) and not os.path.exists(path.parent):
+        return StoreError(f"The library folder {path.parent} cannot be reached: {text}")
+    return DamagedStoreError(f"The library file {path} is damaged: {text}")
 
 
 def fts_extension_path() -> str:
@@ -97,14 +164,44 @@ def _migration_2(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE INDEX IF NOT EXISTS chunks_document ON chunks(document_id)")
 
 
+def _migration_3(con: duckdb.DuckDBPyConnection) -> None:
+    # The keyword index moved to a file of its own (see core/store/keyword.py): its old
+    # tables and fts schemas leave the library's database, and with them fts DDL.
+    old = [
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_catalog = current_database() AND table_schema = 'main' "
+            "AND (table_name LIKE 'kw_base_%' OR table_name LIKE 'kw_delta_%')"
+        ).fetchall()
+    ]
+    for table in old:
+        schema = con.execute(
+            "SELECT count(*) FROM information_schema.schemata "
+            "WHERE catalog_name = current_database() AND schema_name = ?",
+            [f"fts_main_{table}"],
+        ).fetchone()
+        if schema and schema[0]:
+            con.execute(f"PRAGMA drop_fts_index('{table}')")
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    con.execute("DELETE FROM meta WHERE key LIKE 'kw\\_%' ESCAPE '\\'")
+
+
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _migration_1,
     2: _migration_2,
+    3: _migration_3,
 }
 
 
 class Database:
-    """Owns the DuckDB connection; hands out per-thread cursors."""
+    """Owns the DuckDB connection; hands out per-thread cursors.
+
+    Every write transaction also bumps ``commit_generation`` in ``meta`` and, once
+    committed, copies it to a small file beside the database. DuckDB replays a write-ahead
+    log that was cut short without a word; a database whose generation is behind that
+    file's has lost committed changes, and :func:`open_database` says so.
+    """
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path) if path != ":memory:" else path
@@ -117,20 +214,58 @@ class Database:
         }
         try:
             self._con = duckdb.connect(str(path), config=config)
-        except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
-                raise IndexBusyError(
-                    f"Another Lectern process is using the library at {path}.",
-                    "Close the other Lectern window or command, or set LECTERN_HOME to another folder.",
-                ) from exc
-            raise StoreError(f"The library database at {path} could not be opened: {exc}") from exc
         except duckdb.Error as exc:
-            raise StoreError(
-                f"The library database at {path} is damaged: {exc}",
-                "Move the data folder aside; Lectern rebuilds the index from your files.",
-            ) from exc
+            raise _open_error(Path(str(path)), exc) from exc
+        self.catalog = str(self._con.execute("SELECT current_database()").fetchone()[0])
         self._con.execute(f"LOAD '{fts_extension_path()}'")
+        self._generation = 0
         self._migrate()
+        self._generation = int(self.get_meta("commit_generation", "0") or 0)
+
+    @property
+    def generation(self) -> int:
+        """How many write transactions this database has committed."""
+        return self._generation
+
+    @property
+    def generation_path(self) -> Path | None:
+        return None if self.path == ":memory:" else Path(f"{self.path}.commits")
+
+    def recorded_generation(self) -> int:
+        """The last generation known to be committed, from the file beside the database."""
+        path = self.generation_path
+        try:
+            return int(path.read_text(encoding="ascii").strip()) if path else 0
+        except (OSError, ValueError):
+            return 0
+
+    def record_generation(self) -> None:
+        path = self.generation_path
+        if path is None:
+            return
+        try:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(str(self._generation), encoding="ascii")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # only weakens the check for a cut-short log; never blocks a write
+
+    def attach(self, path: Path, alias: str) -> None:
+        """Attach another DuckDB file (a derived index) under ``alias``."""
+        try:
+            self._con.execute(f"ATTACH '{_quote(str(path))}' AS {alias}")
+        except duckdb.Error as exc:
+            raise _open_error(path, exc) from exc
+
+    def detach(self, alias: str) -> None:
+        try:
+            self._con.execute(f"DETACH {alias}")
+        except duckdb.Error:
+            pass
+
+    def new_cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of its own (for a thread that changes its default catalog)."""
+        return self._con.cursor()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for the calling thread (DuckDB cursors must not be shared across threads)."""
@@ -147,11 +282,21 @@ class Database:
             cur.execute("BEGIN TRANSACTION")
             try:
                 yield cur
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            else:
+                cur.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES ('commit_generation', ?)",
+                    [str(self._generation + 1)],
+                )
                 cur.execute("COMMIT")
+            except BaseException as exc:
+                try:
+                    cur.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass  # a failed COMMIT has already rolled back
+                if isinstance(exc, duckdb.Error) and is_disk_full(exc):
+                    raise disk_full_error(self.path) from exc
+                raise
+            self._generation += 1
+            self.record_generation()
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         row = self.cursor().execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
@@ -201,3 +346,5 @@ class Database:
                 except BaseException:
                     cur.execute("ROLLBACK")
                     raise
+            if current < SCHEMA_VERSION:
+                self.try_checkpoint()

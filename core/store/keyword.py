@@ -1,5 +1,14 @@
 """BM25 keyword search over chunks with DuckDB's ``fts`` extension, updated incrementally.
 
+The keyword index is derived data and lives in a DuckDB file of its own
+(``keyword.duckdb``), attached to the library's connection as ``kw``. ``PRAGMA
+create_fts_index`` is DDL (schemas, tables, macros); killed while such DDL sat in the
+write-ahead log, DuckDB has failed every later open of the file with "Cannot drop entry
+... because there are entries that depend on it". In a file of its own, that costs a
+rebuild of the keyword index, never the library: a keyword file that will not open is
+set aside and rebuilt in the background while search carries on with meaning search.
+The library's database never holds fts DDL.
+
 ``PRAGMA create_fts_index`` indexes a whole table at once (~9 s per 100k chunks here), so
 a one-file change cannot pay for a rebuild. The keyword index is therefore two fts
 indexes over snapshot tables:
@@ -27,14 +36,22 @@ newer than the new base).
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 
-from core.store.db import Database
+from core.errors import IndexBusyError, StoreError
+from core.store.db import Database, is_disk_full
 
 log = logging.getLogger(__name__)
+
+ALIAS = "kw"
 
 BASE_NAMES = ("kw_base_a", "kw_base_b")
 DELTA_NAMES = ("kw_delta_a", "kw_delta_b")
@@ -55,29 +72,132 @@ class KeywordState:
 
 
 def _schema(table: str) -> str:
-    return f"fts_main_{table}"
+    return f"{ALIAS}.fts_main_{table}"
+
+
+def _busy(exc: StoreError) -> bool:
+    return isinstance(exc, IndexBusyError) or is_disk_full(exc)
+
+
+def set_aside(path: Path, why: str) -> Path | None:
+    """Rename ``path`` (and its write-ahead log) to ``<name>.<why>-<timestamp>``, never
+    deleting it; returns the new name, or None when there was no file."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    kept: Path | None = None
+    for source in (path, Path(f"{path}.wal")):
+        if source.exists():
+            target = source.with_name(f"{source.name}.{why}-{stamp}")
+            n = 1
+            while target.exists():
+                n += 1
+                target = source.with_name(f"{source.name}.{why}-{stamp}-{n}")
+            os.replace(source, target)
+            kept = kept or target
+    return kept
 
 
 class KeywordIndex:
-    def __init__(self, db: Database) -> None:
+    """``path`` None keeps the index in memory (a library in memory, in tests)."""
+
+    def __init__(self, db: Database, path: Path | None = None) -> None:
         self.db = db
+        self.path = path
         self._checkpoint_pending = False
         self._merge_thread: threading.Thread | None = None
         self._merge_cursor: duckdb.DuckDBPyConnection | None = None
         self._closing = False
+        # What happened to the file at open ("" when it opened as it was), and the name
+        # it was kept under when it had to be set aside.
+        self.recovery = ""
+        self.kept_at: Path | None = None
+        self._attach()
+
+    def _attach(self) -> None:
+        target = self.path if self.path is not None else Path(":memory:")
+        try:
+            self.db.attach(target, ALIAS)
+            self._ensure_meta()
+            return
+        except (StoreError, duckdb.Error) as exc:
+            if self.path is None or (isinstance(exc, StoreError) and _busy(exc)):
+                raise
+            log.warning("keyword index %s unusable (%s); rebuilding it", self.path, exc)
+            self.db.detach(ALIAS)
+        self.kept_at = set_aside(self.path, "broken")
+        self.recovery = "rebuilding"
+        self.db.attach(self.path, ALIAS)
+        self._ensure_meta()
+
+    def _ensure_meta(self) -> None:
+        self.db.cursor().execute(
+            f"CREATE TABLE IF NOT EXISTS {ALIAS}.kw_meta(key VARCHAR PRIMARY KEY, value VARCHAR)"
+        )
+
+    def _get(self, key: str, default: str | None = None) -> str | None:
+        row = (
+            self.db.cursor()
+            .execute(f"SELECT value FROM {ALIAS}.kw_meta WHERE key = ?", [key])
+            .fetchone()
+        )
+        return row[0] if row else default
+
+    def _set(self, cur: duckdb.DuckDBPyConnection, values: dict[str, str]) -> None:
+        """One transaction in the keyword file (DuckDB lets a transaction write to one
+        attached database only)."""
+        cur.execute("BEGIN TRANSACTION")
+        try:
+            for key, value in values.items():
+                cur.execute(
+                    f"INSERT OR REPLACE INTO {ALIAS}.kw_meta(key, value) VALUES (?, ?)",
+                    [key, value],
+                )
+            cur.execute("COMMIT")
+        except BaseException:
+            try:
+                cur.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            raise
+
+    @contextmanager
+    def _kw_cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor whose default catalog is the keyword file: ``create_fts_index`` puts
+        its schema beside the table it indexes, in the current catalog."""
+        cur = self.db.new_cursor()
+        try:
+            cur.execute(f"USE {ALIAS}")
+            yield cur
+        finally:
+            cur.close()
+
+    def checkpoint(self) -> bool:
+        try:
+            with self.db.write_lock:
+                self.db.cursor().execute(f"CHECKPOINT {ALIAS}")
+        except duckdb.Error:
+            return False
+        return True
+
+    def status(self) -> str:
+        """What a person is told about keyword search: ready, rebuilding or updating."""
+        if self.state().base is None and self.merging:
+            return "rebuilding"
+        if self.recovery and (self.merging or self.state().base is None):
+            return "rebuilding"
+        return "ready" if self.is_current() else "updating"
 
     # --- state ------------------------------------------------------------------
 
     def state(self) -> KeywordState:
         return KeywordState(
-            base=self.db.get_meta("kw_base") or None,
-            delta=self.db.get_meta("kw_delta") or None,
-            watermark=int(self.db.get_meta("kw_watermark", "0") or 0),
+            base=self._get("kw_base") or None,
+            delta=self._get("kw_delta") or None,
+            watermark=int(self._get("kw_watermark", "0") or 0),
         )
 
     def is_current(self) -> bool:
         """True when the delta was built after the last chunk change."""
-        return self.db.get_meta("kw_built_version") == self.db.get_meta("content_version", "0")
+        return self._get("kw_built_version") == self.db.get_meta("content_version", "0")
 
     def delta_size(self) -> int:
         state = self.state()
@@ -112,6 +232,7 @@ class KeywordIndex:
             except duckdb.Error:
                 pass
         self.wait_for_merge()
+        self.checkpoint()
 
     def refresh(self, *, force_merge: bool = False, background: bool = False) -> str:
         """Bring keyword search up to date with ``chunks``; returns what it did.
@@ -125,7 +246,7 @@ class KeywordIndex:
             self.wait_for_merge()
         with self.db.write_lock:
             if self._checkpoint_pending:
-                self._checkpoint_pending = not self.db.try_checkpoint()
+                self._checkpoint_pending = not self.checkpoint()
             state = self.state()
             cur = self.db.cursor()
             total = int(cur.execute("SELECT count(*) FROM chunks").fetchone()[0])
@@ -135,7 +256,9 @@ class KeywordIndex:
                 or state.base is None
                 or delta > max(MERGE_MIN_CHUNKS, MERGE_FRACTION * total)
             )
-            if due and background and state.base is not None:
+            # A keyword file rebuilt after damage starts empty: the whole library goes
+            # into the background rebuild, and the delta covers what is newer.
+            if due and background and (state.base is not None or self.recovery):
                 if not self.merging and not self._closing:
                     self._start_merge(state)
                 if not self.is_current():
@@ -161,99 +284,117 @@ class KeywordIndex:
         self._merge_thread.start()
 
     def _merge(self, name: str, watermark: int) -> None:
-        self._merge_cursor = self.db.cursor()
         try:
-            # The long part, without the write lock: a new table nobody reads yet.
-            self._build(name, "id <= ?", [watermark])
-            with self.db.write_lock:
-                if self._closing:
-                    self._drop(name)
-                    return
-                self._switch_base(self.state(), name, watermark)
+            with self._kw_cursor() as cur:
+                self._merge_cursor = cur
+                # The long part, without the write lock: a new table nobody reads yet.
+                self._build(cur, name, "id <= ?", [watermark])
+                with self.db.write_lock:
+                    if self._closing:
+                        self._drop(cur, name)
+                        return
+                    self._switch_base(cur, self.state(), name, watermark)
         except duckdb.Error as exc:
             if not self._closing:
                 log.warning("keyword index rebuild failed (%s); the next refresh retries", exc)
             try:
-                with self.db.write_lock:
+                with self.db.write_lock, self._kw_cursor() as cur:
                     if self.state().base != name:
-                        self._drop(name)
+                        self._drop(cur, name)
             except duckdb.Error:
                 pass
         finally:
             self._merge_cursor = None
 
-    def _switch_base(self, state: KeywordState, name: str, watermark: int) -> None:
+    def _switch_base(
+        self, cur: duckdb.DuckDBPyConnection, state: KeywordState, name: str, watermark: int
+    ) -> None:
         """Make ``name`` (chunks up to ``watermark``) the base, with a delta of the rest.
         Called under the write lock."""
-        cur = self.db.cursor()
         version = self.db.get_meta("content_version", "0") or "0"
         delta = DELTA_NAMES[1] if state.delta == DELTA_NAMES[0] else DELTA_NAMES[0]
-        self._build(delta, "id > ?", [watermark])
-        cur.execute("BEGIN TRANSACTION")
-        self.db.set_meta("kw_base", name if self._has_rows(name) else "", cur)
-        self.db.set_meta("kw_delta", delta if self._has_rows(delta) else "", cur)
-        self.db.set_meta("kw_watermark", str(watermark), cur)
-        self.db.set_meta("kw_built_version", version, cur)
-        cur.execute("COMMIT")
+        self._build(cur, delta, "id > ?", [watermark])
+        self._set(
+            cur,
+            {
+                "kw_base": name if self._has_rows(cur, name) else "",
+                "kw_delta": delta if self._has_rows(cur, delta) else "",
+                "kw_watermark": str(watermark),
+                "kw_built_version": version,
+            },
+        )
         for old in (state.base, state.delta):
             if old and old not in (name, delta):
-                self._drop(old)
-        # fts DDL left only in the write-ahead log has made databases unopenable elsewhere.
-        self._checkpoint_pending = not self.db.try_checkpoint()
+                self._drop(cur, old)
+        self.recovery = ""
+        # A short log opens fast; losing it would only cost a rebuild.
+        self._checkpoint_pending = not self.checkpoint()
 
     def _rebuild_base(self, state: KeywordState) -> None:
-        cur = self.db.cursor()
-        version = self.db.get_meta("content_version", "0") or "0"
-        name = BASE_NAMES[1] if state.base == BASE_NAMES[0] else BASE_NAMES[0]
-        watermark = int(cur.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
-        self._build(name, "id <= ?", [watermark])
-        cur.execute("BEGIN TRANSACTION")
-        self.db.set_meta("kw_base", name if self._has_rows(name) else "", cur)
-        self.db.set_meta("kw_delta", "", cur)
-        self.db.set_meta("kw_watermark", str(watermark), cur)
-        self.db.set_meta("kw_built_version", version, cur)
-        cur.execute("COMMIT")
-        for old in (state.base, state.delta):
-            if old and old != name:
-                self._drop(old)
-        # fts DDL left only in the write-ahead log has made databases unopenable elsewhere.
-        self._checkpoint_pending = not self.db.try_checkpoint()
+        with self._kw_cursor() as cur:
+            version = self.db.get_meta("content_version", "0") or "0"
+            name = BASE_NAMES[1] if state.base == BASE_NAMES[0] else BASE_NAMES[0]
+            watermark = int(
+                self.db.cursor().execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]
+            )
+            self._build(cur, name, "id <= ?", [watermark])
+            self._set(
+                cur,
+                {
+                    "kw_base": name if self._has_rows(cur, name) else "",
+                    "kw_delta": "",
+                    "kw_watermark": str(watermark),
+                    "kw_built_version": version,
+                },
+            )
+            for old in (state.base, state.delta):
+                if old and old != name:
+                    self._drop(cur, old)
+        self.recovery = ""
+        self._checkpoint_pending = not self.checkpoint()
 
     def _rebuild_delta(self, state: KeywordState) -> None:
-        cur = self.db.cursor()
-        version = self.db.get_meta("content_version", "0") or "0"
-        name = DELTA_NAMES[1] if state.delta == DELTA_NAMES[0] else DELTA_NAMES[0]
-        self._build(name, "id > ?", [state.watermark])
-        cur.execute("BEGIN TRANSACTION")
-        self.db.set_meta("kw_delta", name if self._has_rows(name) else "", cur)
-        self.db.set_meta("kw_built_version", version, cur)
-        cur.execute("COMMIT")
-        if state.delta and state.delta != name:
-            self._drop(state.delta)
+        with self._kw_cursor() as cur:
+            version = self.db.get_meta("content_version", "0") or "0"
+            name = DELTA_NAMES[1] if state.delta == DELTA_NAMES[0] else DELTA_NAMES[0]
+            self._build(cur, name, "id > ?", [state.watermark])
+            self._set(
+                cur,
+                {
+                    "kw_delta": name if self._has_rows(cur, name) else "",
+                    "kw_built_version": version,
+                },
+            )
+            if state.delta and state.delta != name:
+                self._drop(cur, state.delta)
 
-    def _build(self, name: str, where: str, params: list[object]) -> None:
-        cur = self.db.cursor()
-        self._drop(name)
+    def _build(
+        self, cur: duckdb.DuckDBPyConnection, name: str, where: str, params: list[object]
+    ) -> None:
+        self._drop(cur, name)
         cur.execute(
             f"CREATE TABLE {name} AS SELECT id AS chunk_id, "
-            f"coalesce(context, '') || chr(10) || text AS body FROM chunks WHERE {where}",
+            f"coalesce(context, '') || chr(10) || text AS body "
+            f'FROM "{self.db.catalog}".main.chunks WHERE {where}',
             params,
         )
-        if self._has_rows(name):
+        if self._has_rows(cur, name):
             cur.execute(
                 f"PRAGMA create_fts_index('{name}', 'chunk_id', 'body', stemmer='porter', "
                 f"stopwords='english', ignore='{IGNORE_PATTERN}', strip_accents=1, lower=1, "
                 "overwrite=1)"
             )
 
-    def _has_rows(self, name: str) -> bool:
-        return bool(self.db.cursor().execute(f"SELECT count(*) FROM {name}").fetchone()[0])
+    @staticmethod
+    def _has_rows(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
+        return bool(cur.execute(f"SELECT count(*) FROM {name}").fetchone()[0])
 
-    def _drop(self, name: str) -> None:
-        cur = self.db.cursor()
+    @staticmethod
+    def _drop(cur: duckdb.DuckDBPyConnection, name: str) -> None:
         exists = cur.execute(
-            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?",
-            [_schema(name)],
+            "SELECT count(*) FROM information_schema.schemata "
+            "WHERE catalog_name = ? AND schema_name = ?",
+            [ALIAS, f"fts_main_{name}"],
         ).fetchone()[0]
         if exists:
             cur.execute(f"PRAGMA drop_fts_index('{name}')")

@@ -1,13 +1,17 @@
 """Dense vector search: a USearch HNSW index in a file beside the database.
 
 The index is derived data. DuckDB holds every embedding; this file is only an accelerator.
-At open its keys are compared with the chunk ids in DuckDB and repaired (missing vectors
-added, stale ones removed) or rebuilt when the file is damaged. Saving writes a temporary
+At open its content is checked twice: a checksum written after the index at save time
+must match (a zeroed or altered payload still loads, and its keys still match), and a
+sample of its vectors must equal the embeddings stored in DuckDB. Then its keys are
+compared with the chunk ids in DuckDB and repaired (missing vectors added, stale ones
+removed). A file that fails a check is rebuilt from DuckDB. Saving writes a temporary
 file and renames it over the old one, so a crash never leaves a half-written index.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -16,13 +20,40 @@ from pathlib import Path
 import numpy as np
 from usearch.index import Index
 
-from core.store.db import Database
+from core.errors import DiskFullError
+from core.store.db import Database, disk_full_error, is_disk_full
 
 log = logging.getLogger(__name__)
 
 # Removed keys stay in the HNSW graph as tombstones; past this share, search quality and
 # memory suffer and a clean rebuild is cheaper.
 TOMBSTONE_REBUILD_FRACTION = 0.25
+# The file ends with this marker and a BLAKE2b digest of everything before it.
+CHECKSUM_MARKER = b"LECTERN-VECTORS-BLAKE2B:"
+DIGEST_SIZE = 32
+# Vectors compared with DuckDB at open; f16 storage keeps cosine above 0.9999.
+SAMPLE_SIZE = 64
+MIN_SAMPLE_COSINE = 0.99
+
+
+class DamagedVectorsError(ValueError):
+    """The vector file's content does not match what was saved or what DuckDB holds."""
+
+
+def checksum_trailer(data: bytes | bytearray) -> bytes:
+    return CHECKSUM_MARKER + hashlib.blake2b(data, digest_size=DIGEST_SIZE).digest()
+
+
+def verified_payload(raw: bytes) -> bytes:
+    """The index bytes of a saved file, or DamagedVectorsError when its checksum fails.
+    A file from before checksums (no marker) passes here; the sample check still runs."""
+    tail = len(CHECKSUM_MARKER) + DIGEST_SIZE
+    if len(raw) < tail or raw[-tail:-DIGEST_SIZE] != CHECKSUM_MARKER:
+        return raw
+    payload, digest = raw[:-tail], raw[-DIGEST_SIZE:]
+    if hashlib.blake2b(payload, digest_size=DIGEST_SIZE).digest() != digest:
+        raise DamagedVectorsError("checksum does not match the content")
+    return payload
 
 
 def blobs_to_matrix(blobs: list[bytes], dim: int) -> np.ndarray:
@@ -74,22 +105,52 @@ class VectorIndex:
         """Load the file and reconcile it with DuckDB. Returns what was done."""
         with self._lock:
             loaded = False
+            why = ""
             if self.path.exists():
                 try:
                     index = self._new_index()
-                    index.load(str(self.path))
+                    index.load(verified_payload(self.path.read_bytes()))
                     if index.ndim != self.dim:
                         raise ValueError(f"dimension {index.ndim} != {self.dim}")
+                    self._check_sample(index)
                     self._index = index
                     loaded = True
                 except Exception as exc:  # damaged or foreign file: rebuild from DuckDB
-                    log.warning("vector index %s unreadable (%s); rebuilding", self.path, exc)
+                    log.warning("vector index %s unusable (%s); rebuilding", self.path, exc)
+                    why = f" ({exc})"
             if not loaded:
+                existed = self.path.exists()
                 self.rebuild()
-                self.repair_report = "rebuilt"
+                self.repair_report = f"rebuilt, damaged{why}" if existed else "rebuilt"
                 return self.repair_report
             self.repair_report = self.reconcile()
             return self.repair_report
+
+    def _check_sample(self, index: Index) -> None:
+        """Compare a spread of the file's vectors with the embeddings in DuckDB."""
+        rows = (
+            self.db.cursor()
+            .execute(
+                "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL "
+                "ORDER BY hash(id) LIMIT ?",
+                [SAMPLE_SIZE],
+            )
+            .fetchall()
+        )
+        rows = [r for r in rows if index.contains(int(r[0]))]
+        if not rows:
+            return
+        stored = blobs_to_matrix([r[1] for r in rows], self.dim)
+        found = np.asarray(
+            index.get(np.array([r[0] for r in rows], dtype=np.uint64)), dtype=np.float32
+        ).reshape(len(rows), self.dim)
+        norms = np.linalg.norm(stored, axis=1) * np.linalg.norm(found, axis=1)
+        cosine = np.einsum("ij,ij->i", stored, found) / np.where(norms > 0, norms, 1.0)
+        bad = int(np.sum(~(cosine >= MIN_SAMPLE_COSINE)))
+        if bad:
+            raise DamagedVectorsError(
+                f"{bad} of {len(rows)} sampled vectors differ from the stored embeddings"
+            )
 
     def stored_ids(self) -> np.ndarray:
         rows = (
@@ -119,7 +180,7 @@ class VectorIndex:
                 self.remove(stale)
             if len(missing):
                 self._add_from_db(missing)
-            self.save()
+            self._save_unless_disk_full()
             return f"repaired ({len(missing)} added, {len(stale)} removed)"
 
     def rebuild(self) -> None:
@@ -128,7 +189,15 @@ class VectorIndex:
             self._removed_since_build = 0
             ids = self.stored_ids()
             self._add_from_db(ids)
+            self._save_unless_disk_full()
+
+    def _save_unless_disk_full(self) -> None:
+        """A repair made at open is kept in memory when the disk is full, so search works;
+        the next save writes it."""
+        try:
             self.save()
+        except DiskFullError as exc:
+            log.warning("vector index kept in memory: %s", exc.message)
 
     def _add_from_db(self, ids: np.ndarray, batch: int = 20_000) -> None:
         cur = self.db.cursor()
@@ -197,11 +266,15 @@ class VectorIndex:
             try:
                 with open(tmp, "wb") as handle:
                     handle.write(data)
+                    handle.write(checksum_trailer(data))
                     handle.flush()
                     os.fsync(handle.fileno())
                 os.replace(tmp, self.path)
-            except BaseException:
+            except BaseException as exc:
                 self._dirty = True  # not on disk: the next save must try again
+                tmp.unlink(missing_ok=True)
+                if isinstance(exc, OSError) and is_disk_full(exc):
+                    raise disk_full_error(self.path) from exc
                 raise
             self._written = generation
 
