@@ -11,15 +11,37 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, TextIO
 
+from core import __version__
 from core.errors import LecternError
 from core.records import IndexProgress
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if not sys.stderr.isatty():
+    # The model loader's "Loading weights 0/103" bar is for a person watching a terminal;
+    # in a pipe or a log it is noise on every command. Read once, when huggingface_hub is
+    # imported, so it must be set before anything loads the model.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts such as ``-k``: 0 or a negative number is a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
 
 
 def _fmt_duration(seconds: float | None) -> str:
@@ -36,9 +58,10 @@ def _fmt_duration(seconds: float | None) -> str:
 class ProgressBar:
     """A one-line progress bar on stderr: files and chunks done, rate, time left."""
 
-    def __init__(self, stream=sys.stderr, min_interval: float = 0.2) -> None:
-        self.stream = stream
-        self.enabled = stream.isatty() or os.environ.get("LECTERN_PROGRESS") == "1"
+    def __init__(self, stream: TextIO | None = None, min_interval: float = 0.2) -> None:
+        # Looked up per bar, not bound at import: sys.stderr may have been replaced since.
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() or os.environ.get("LECTERN_PROGRESS") == "1"
         self.min_interval = min_interval
         self._last = 0.0
         self._shown = False
@@ -72,7 +95,13 @@ class ProgressBar:
 def _open_library():
     from core.library import Library
 
-    return Library()
+    library = Library()
+    # What was repaired at open is said once, where the person is looking.
+    for notice in library.recovery_notices:
+        print(f"{notice.message} {notice.hint}".strip(), file=sys.stderr)
+        if notice.kept_at:
+            print(f"  (kept at {notice.kept_at})", file=sys.stderr)
+    return library
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -130,25 +159,64 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status))
         return 0
-    counts = status["counts"]
-    print(f"Library: {status['home']}")
-    print(
-        f"{counts['indexed']} indexed, {counts['failed']} failed, {counts['skipped']} skipped, "
-        f"{counts['pending']} pending; {status['chunks']} chunks; model {status['embedding_model']}"
-    )
-    for folder in status["folders"]:
-        state = "" if folder["online"] else "  (offline)"
-        print(
-            f"  {folder['path']}: {folder['indexed']} indexed, {folder['failed']} failed, "
-            f"{folder['skipped']} skipped{state}"
-        )
-    for doc in status["documents"]:
-        if doc["state"] != "indexed":
-            print(f"  {doc['state']:8} {doc['path']}: {doc['reason']}")
+    print("\n".join(status_lines(status)))
     return 0
 
 
+def status_lines(status: Mapping[str, Any]) -> list[str]:
+    """The human-readable ``lectern status``: folders, totals, model, then every file
+    that is not indexed, with the reason."""
+    counts = status.get("counts", {})
+
+    def tally(c: Mapping[str, Any]) -> str:
+        return ", ".join(
+            f"{c.get(key, 0)} {key}" for key in ("indexed", "failed", "skipped", "pending")
+        )
+
+    lines = [f"Data folder: {status.get('home', '')}"]
+    folders = status.get("folders", [])
+    if not folders:
+        lines.append("No folders yet. Add one with: lectern index FOLDER")
+    else:
+        lines.append("Folders:")
+        for folder in folders:
+            state = "online" if folder.get("online", True) else "offline (not reachable now)"
+            chunks = folder.get("chunks")
+            lines.append(
+                f"  {folder['path']} ({state}): {tally(folder)}"
+                + (f"; {chunks} chunks" if chunks is not None else "")
+            )
+    lines.append(
+        f"Total: {sum(counts.get(k, 0) for k in counts)} files: {tally(counts)}; "
+        f"{status.get('chunks', 0)} chunks"
+    )
+    lines.append(f"Embedding model: {status.get('embedding_model', '')}")
+    keyword = status.get("keyword_index")
+    if keyword and keyword != "ready":
+        lines.append(
+            "Keyword index: being rebuilt in the background (search finds passages by "
+            "meaning meanwhile)"
+            if keyword == "rebuilding"
+            else f"Keyword index: {keyword}"
+        )
+    repairs = status.get("recovery") or []
+    if repairs:
+        lines.append("Recent repairs:")
+        for repair in repairs[-5:]:
+            kept = f" (kept at {repair['kept_at']})" if repair.get("kept_at") else ""
+            lines.append(f"  {repair.get('at', '')} {repair.get('message', '')}{kept}".rstrip())
+    for state, title in (("failed", "Failed"), ("skipped", "Skipped"), ("pending", "Pending")):
+        docs = [d for d in status.get("documents", []) if d.get("state") == state]
+        if docs:
+            lines.append(f"{title} files ({len(docs)}):")
+            lines.extend(f"  {d['path']}: {d.get('reason') or 'not indexed yet'}" for d in docs)
+    return lines
+
+
 def cmd_search(args: argparse.Namespace) -> int:
+    if not any(ch.isalnum() for ch in args.query):
+        print("Type some words to search for.", file=sys.stderr)
+        return EXIT_ERROR
     library = _open_library()
     started = time.monotonic()
     hits = library.search(
@@ -207,6 +275,7 @@ def build_parser() -> tuple[
     parser = argparse.ArgumentParser(
         prog="lectern", description="Private, offline search and answers over your documents."
     )
+    parser.add_argument("--version", action="version", version=f"lectern {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -224,7 +293,7 @@ def build_parser() -> tuple[
     p = sub.add_parser("search", help="find passages (no language model needed)")
     p.add_argument("query")
     p.add_argument("--mode", choices=("hybrid", "bm25", "dense"), default="hybrid")
-    p.add_argument("-k", type=int, default=6)
+    p.add_argument("-k", type=positive_int, default=6, help="how many passages (default 6)")
     p.add_argument("--folder", action="append", help="only this library folder (repeatable)")
     p.add_argument(
         "--type", action="append", help="only this file type: pdf, md, txt, html, docx (repeatable)"
@@ -263,7 +332,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Error: {exc.message}", file=sys.stderr)
         if exc.hint:
             print(f"Hint: {exc.hint}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
+    except KeyboardInterrupt:  # Ctrl+C is an answer, not an error: no traceback
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the last line of defence: a bug, told in one plain line
+        if os.environ.get("LECTERN_DEBUG") == "1":
+            raise
+        log = _write_crash_log()
+        where = f"Details are in {log}" if log else "Details"
+        print(
+            f"Error: something unexpected went wrong ({type(exc).__name__}: {exc}).\n"
+            f"Hint: {where}; run the command again with LECTERN_DEBUG=1 to see them here.",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+
+
+def _write_crash_log() -> Path | None:
+    """The traceback of an unexpected error, kept for a bug report; None if unwritable."""
+    try:
+        from core.config import data_dir
+
+        path = data_dir() / "cli-error.log"
+        with path.open("a", encoding="utf-8") as log:
+            log.write(f"--- lectern {__version__} {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            log.write(traceback.format_exc())
+        return path
+    except Exception:  # the data folder itself may be what is broken
+        return None
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from core.cli import positive_int
 from core.config import load_settings
-from core.errors import LecternError
+from core.errors import ConfigError, LecternError
 from core.generation.citations import REFUSAL
 from core.generation.extractive import EXTRACTIVE_NOTE
 from core.generation.llm import ModelInfo, PullProgress, make_client
@@ -36,7 +37,9 @@ def register(subparsers: Any) -> dict[str, Handler]:
     p.add_argument("question")
     p.add_argument("--model", help="model name on the server (default: from the settings)")
     p.add_argument("--conversation", type=int, help="continue this conversation (its id)")
-    p.add_argument("-k", type=int, help="how many sources to retrieve (default: from the settings)")
+    p.add_argument(
+        "-k", type=positive_int, help="how many sources to retrieve (default: from the settings)"
+    )
     p.add_argument(
         "--no-llm", action="store_true", help="extract sentences instead of asking a model server"
     )
@@ -114,17 +117,37 @@ def cmd_ask(
     out = out or sys.stdout
     err = err or sys.stderr
     as_json = bool(getattr(args, "json", False))
+    if not any(ch.isalnum() for ch in args.question):
+        print("Type a question to ask about your documents.", file=err)
+        return EXIT_ERROR
     cancel = threading.Event()
     streamed: list[str] = []
-    library = Library(load_settings())
+    settings = load_settings()
+    use_llm = not getattr(args, "no_llm", False)
+    client = None
+    config_warning: WarningEvent | None = None
+    if use_llm:
+        try:
+            client = make_client(settings)
+        except ConfigError as exc:
+            # A mistyped server address must not cost the answer: quote the documents,
+            # as when no server is running, and say what to fix.
+            use_llm = False
+            config_warning = WarningEvent(
+                kind="llm_config",
+                message=f"{exc.message} These are sentences extracted from your documents "
+                f"instead of a written answer. {exc.hint}",
+            )
+    library = Library(settings)
     try:
         events = ask(
             library,
             args.question,
             getattr(args, "conversation", None),
             model=getattr(args, "model", None),
+            client=client,
             cancel=cancel,
-            use_llm=not getattr(args, "no_llm", False),
+            use_llm=use_llm,
             k=getattr(args, "k", None),
         )
         for event in events:
@@ -147,11 +170,14 @@ def cmd_ask(
                         print(f"Hint: {event.error.hint}", file=err)
                 return EXIT_ERROR
             elif isinstance(event, DoneEvent):
+                warnings = [*([config_warning] if config_warning else []), *event.warnings]
                 if as_json:
-                    print(json.dumps(answer_json(event)), file=out)
+                    payload = answer_json(event)
+                    payload["warnings"] = [w.to_json() for w in warnings]
+                    print(json.dumps(payload), file=out)
                     return 0
                 _print_done(event, "".join(streamed), out)
-                for warning in event.warnings:
+                for warning in warnings:
                     print(f"Warning: {warning.message}", file=err)
                 return 0
         return 0
@@ -162,6 +188,8 @@ def cmd_ask(
         return EXIT_INTERRUPTED
     finally:
         library.close()
+        if client is not None:
+            client.close()
 
 
 def _print_done(done: Any, streamed: str, out: TextIO) -> None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
+import urllib.parse
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from platformdirs import user_data_dir
 
@@ -25,8 +27,73 @@ def data_dir() -> Path:
     path = (
         Path(override).expanduser() if override else Path(user_data_dir(APP_NAME, appauthor=False))
     )
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        where = f"{path} (LECTERN_HOME)" if override else str(path)
+        problem = (
+            "is a file, not a folder"
+            if isinstance(exc, (FileExistsError, NotADirectoryError))
+            else f"cannot be created: {exc.strerror or exc}"
+        )
+        hint = (
+            "Set LECTERN_HOME to a folder (or unset it to use the default data folder)."
+            if override
+            else "Check that you can write to that folder, or set LECTERN_HOME to another one."
+        )
+        raise ConfigError(f"The data folder {where} {problem}.", hint) from exc
     return path
+
+
+SERVER_URL_HINT = (
+    "Use the form http://127.0.0.1:11434 (http or https, a host name or address, and a "
+    "port from 1 to 65535)."
+)
+
+
+def check_server_url(url: str, setting: str = "") -> str:
+    """``url`` as given (with ``http://`` added when it has no scheme) if it is a usable
+    model server address, else a ConfigError that names ``setting``.
+
+    urllib only complains about a bad port or bracket when the port is read, deep inside
+    a request; checking here turns that into one clear message wherever the address
+    comes from (OLLAMA_HOST, settings.json, the settings dialog)."""
+    text = url.strip()
+    candidate = text if "://" in text else "http://" + text
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(
+            f"The model server address {text!r}{f' ({setting})' if setting else ''} is not "
+            f"valid: {why}.",
+            SERVER_URL_HINT,
+        )
+
+    if not text:
+        raise bad("it is empty")
+    if any(ch.isspace() for ch in text):
+        raise bad("it contains spaces")
+    try:
+        parts = urllib.parse.urlsplit(candidate)
+        port = parts.port
+    except ValueError as exc:
+        raise bad(_url_problem(str(exc))) from exc
+    if parts.scheme.lower() not in ("http", "https"):
+        raise bad(f"the scheme must be http or https, not {parts.scheme!r}")
+    if not parts.hostname:
+        raise bad("it has no host name")
+    if port == 0:
+        raise bad("port 0 is not a real port")
+    return candidate
+
+
+def _url_problem(error: str) -> str:
+    if "IPv6" in error:
+        return "an IPv6 address must be closed with ']'"
+    if "out of range" in error:
+        return "the port must be a number from 1 to 65535"
+    if "Port" in error or "port" in error:
+        return "the port must be a number"
+    return error
 
 
 @dataclass(frozen=True)
@@ -59,15 +126,16 @@ class Settings:
 
     @property
     def resolved_llm_url(self) -> str:
-        if self.llm_url:
-            return self.llm_url
+        """The model server address; a malformed one raises ConfigError naming its source."""
+        if self.llm_url.strip():
+            return check_server_url(self.llm_url, "llm_url in settings.json")
         host = os.environ.get("OLLAMA_HOST", "").strip()
         if not host:
             return DEFAULT_OLLAMA_HOST
-        if "://" not in host:
-            host = "http://" + host
-        if host.count(":") < 2:  # no port given, Ollama's own default applies
-            host += ":11434"
+        host = check_server_url(host, "OLLAMA_HOST")
+        if urllib.parse.urlsplit(host).port is None:  # Ollama's own default applies
+            parts = urllib.parse.urlsplit(host)
+            host = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc + ":11434"))
         return host
 
     def save(self) -> None:
@@ -90,8 +158,60 @@ def load_settings(home: Path | None = None) -> Settings:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"The settings file {path} could not be read: {exc}") from exc
-    known = {f.name for f in fields(Settings)} - {"home"}
-    values = {k: v for k, v in raw.items() if k in known}
-    if "ignore_patterns" in values:
-        values["ignore_patterns"] = tuple(values["ignore_patterns"])
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"The settings file {path} does not hold settings (expected {{...}}).",
+            f"Fix or delete {path}; Lectern then starts with the default settings.",
+        )
+    values = {
+        f.name: _checked_value(f.name, raw[f.name], f.default, path)
+        for f in fields(Settings)
+        if f.name != "home" and f.name in raw
+    }
     return replace(base, **values)
+
+
+# Settings that count something: zero or less would break retrieval or indexing later.
+_AT_LEAST_ONE = frozenset(
+    {"top_k", "candidates", "rrf_k", "parse_memory_mb", "embed_batch_size", "parse_timeout_s"}
+)
+
+
+def _checked_value(name: str, value: object, default: object, path: Path) -> Any:
+    """``value`` converted to the type of the setting's default, or a ConfigError naming
+    the key; a wrong type would otherwise surface as a crash far from its cause."""
+
+    def bad(expected: str) -> ConfigError:
+        return ConfigError(
+            f"The setting {name!r} in {path} is {json.dumps(value)}, which is not {expected}.",
+            f"Change {name!r} in {path} to {expected}, or remove the line to use the default"
+            f" ({json.dumps(list(default) if isinstance(default, tuple) else default)}).",
+        )
+
+    if default is MISSING:  # every setting has a default; keep the value as is
+        return value
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("a whole number")
+        if value < (1 if name in _AT_LEAST_ONE else 0):
+            raise bad("a whole number of at least 1" if name in _AT_LEAST_ONE else "0 or more")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("a number")
+        if value <= 0 and name in _AT_LEAST_ONE:
+            raise bad("a number above 0")
+        return float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise bad("text in quotes")
+        return value
+    if name == "ignore_patterns":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise bad('a list of patterns in quotes, like ["*.bak"]')
+        return tuple(value)
+    return value

@@ -115,3 +115,47 @@ class StreamInterruptedError(LLMError):
 
 class ContextTooSmallError(LLMError):
     default_hint = "Use a model with a larger context window, or ask for fewer sources."
+
+
+# --- the library's own files -----------------------------------------------------
+
+
+class DiskFullError(StoreError):
+    """The disk holding the library has no room for indexing."""
+
+    default_hint = "Free some space on that disk; indexing carries on where it stopped."
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        folder: str = "",
+        free_bytes: int = 0,
+        needed_bytes: int = 0,
+    ) -> None:
+        super().__init__(message, hint)
+        self.folder = folder
+        self.free_bytes = free_bytes
+        self.needed_bytes = needed_bytes
+
+
+class DamagedStoreError(StoreError):
+    """A database file cannot be read; recovery sets it aside (never seen by a user)."""
+
+    default_hint = "Lectern keeps the damaged file aside and rebuilds the library from your files."
+
+
+class UnreplayableLogError(StoreError):
+    """A write-ahead log cannot be replayed; recovery sets it aside."""
+
+    default_hint = "Lectern keeps the log aside and redoes the last changes from your files."
+
+
+# --- evaluation data -------------------------------------------------------------
+
+
+class DatasetError(LecternError):
+    """An evaluation dataset (BEIR folder) cannot be read; the message names file and line."""
+
+    default_hint = "Fix or re-download the dataset; each line of a .jsonl file is one JSON object."

@@ -17,12 +17,13 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from core.config import Settings, load_settings
-from core.errors import LecternError
+from core.errors import DatasetError
 from core.library import Library
 from core.records import IndexProgress
 
@@ -42,33 +43,64 @@ def load_beir(folder: Path, split: str = "test") -> BeirSet:
     qrels_path = folder / "qrels" / f"{split}.tsv"
     for needed in (folder / "corpus.jsonl", folder / "queries.jsonl", qrels_path):
         if not needed.exists():
-            raise LecternError(
+            raise DatasetError(
                 f"{needed} is missing.",
                 "Point --beir at a BEIR folder (corpus.jsonl, queries.jsonl, qrels/).",
             )
     corpus: dict[str, tuple[str, str]] = {}
-    with open(folder / "corpus.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                row = json.loads(line)
-                corpus[str(row["_id"])] = (row.get("title") or "", row.get("text") or "")
+    for row in _jsonl_rows(folder / "corpus.jsonl", ("_id",)):
+        corpus[str(row["_id"])] = (str(row.get("title") or ""), str(row.get("text") or ""))
     queries: dict[str, str] = {}
-    with open(folder / "queries.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                row = json.loads(line)
-                queries[str(row["_id"])] = row["text"]
+    for row in _jsonl_rows(folder / "queries.jsonl", ("_id", "text")):
+        queries[str(row["_id"])] = str(row["text"])
     qrels: dict[str, dict[str, int]] = {}
-    with open(qrels_path, encoding="utf-8") as handle:
-        for i, line in enumerate(handle):
-            parts = line.strip().split("\t")
-            if len(parts) < 3 or (i == 0 and not parts[2].lstrip("-").isdigit()):
-                continue  # header
-            qid, did, score = parts[0], parts[1], int(parts[2])
-            if score > 0:
-                qrels.setdefault(qid, {})[did] = score
+    try:
+        with open(qrels_path, encoding="utf-8") as handle:
+            for i, line in enumerate(handle):
+                parts = line.strip().split("\t")
+                if len(parts) < 3 or (i == 0 and not parts[2].lstrip("-").isdigit()):
+                    continue  # header
+                qid, did = parts[0], parts[1]
+                try:
+                    score = int(parts[2])
+                except ValueError:
+                    raise DatasetError(
+                        f"{qrels_path}, line {i + 1}: the score {parts[2]!r} is not a whole number.",
+                        "Each qrels line is: query-id, corpus-id, score (tab-separated).",
+                    ) from None
+                if score > 0:
+                    qrels.setdefault(qid, {})[did] = score
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{qrels_path} could not be read: {exc}") from exc
     qrels = {q: r for q, r in qrels.items() if q in queries}
     return BeirSet(corpus, queries, qrels)
+
+
+def _jsonl_rows(path: Path, required: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a .jsonl file; a bad line is a DatasetError naming it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    raise DatasetError(
+                        f"{path}, line {number}, is not valid JSON: {exc}."
+                    ) from None
+                if not isinstance(row, dict):
+                    raise DatasetError(f"{path}, line {number}, is not a JSON object.")
+                missing = [key for key in required if key not in row]
+                if missing:
+                    raise DatasetError(
+                        f"{path}, line {number}, has no {', '.join(repr(k) for k in missing)}."
+                    )
+                yield row
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path} is not UTF-8 text: {exc}.") from exc
+    except OSError as exc:
+        raise DatasetError(f"{path} could not be read: {exc.strerror or exc}.") from exc
 
 
 def _safe_name(doc_id: str) -> str:

@@ -16,23 +16,24 @@ import json
 import logging
 import os
 import queue
-import stat
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import duckdb
 import numpy as np
 
 from core.chunking import Chunker
 from core.embedding import Embedder
-from core.errors import ParseError
+from core.errors import DiskFullError, ParseError
 from core.ingest.registry import detect_type, skip_reason
 from core.ingest.sandbox import ParserPool
 from core.records import Chunk, DocState, IndexProgress, IndexReport, ParsedDocument
-from core.scan import FileInfo, is_ignored_in, iter_files
-from core.store.db import Database
+from core.scan import FileInfo, file_info, is_ignored_in, iter_files
+from core.store.db import MIN_FREE_BYTES, Database, disk_full_error, is_disk_full
 from core.store.keyword import KeywordIndex
 from core.store.vectors import VectorIndex, blobs_to_matrix
 
@@ -190,15 +191,14 @@ class Indexer:
                     for info in iter_files(path, self.ignore_patterns):
                         if info.path not in listed:
                             listed.add(info.path)
-                            on_disk.append(FileInfo(info.path, folder, info.size, info.mtime))
+                            on_disk.append(
+                                FileInfo(info.path, folder, info.size, info.mtime, info.special)
+                            )
                     continue
-                try:
-                    st = os.stat(path)
-                except OSError:
-                    continue
-                if stat.S_ISREG(st.st_mode) and path not in listed:
+                info = file_info(path, folder)
+                if info is not None and path not in listed:
                     listed.add(path)
-                    on_disk.append(FileInfo(path, folder, st.st_size, st.st_mtime))
+                    on_disk.append(info)
         seen = {f.path for f in on_disk}
         to_index: list[FileInfo] = []
         touched: list[FileInfo] = []
@@ -215,6 +215,8 @@ class Indexer:
                 or size != info.size
             ):
                 to_index.append(info)
+            elif mtime != info.mtime and info.special:
+                to_index.append(info)  # never hashed: a pipe would block the open
             elif mtime != info.mtime:
                 # Same size, new mtime: only a hash tells whether the content changed
                 # (a `touch`, a copy, a sync tool re-writing the same bytes).
@@ -319,6 +321,7 @@ class Indexer:
                 vectors = self._embed_batch(batch)
                 for prepared in batch:
                     vectors_for, fresh = vectors.get(prepared.info.path, (None, 0))
+                    self._ensure_space(total - done, counts["embedded"] + counts["reused"], done)
                     chunks_written = self._write(prepared, vectors_for)
                     done += 1
                     if prepared.state is DocState.FAILED:
@@ -380,10 +383,34 @@ class Indexer:
     def publish(self) -> None:
         """Make committed changes visible to keyword search and persist the vector file.
         A due keyword base rebuild runs on its own thread; new chunks go to the delta,
-        searchable at once, so indexing and other writers never wait seconds for it."""
-        self.keyword.refresh(background=True)
-        self._vectors().maybe_compact()
-        self.save_vectors(older_than_s=self.vector_save_interval_s)
+        searchable at once, so indexing and other writers never wait seconds for it.
+
+        On a full disk the derived indexes stay behind (the record is what counts): the
+        next publish, or the next open, brings them up to date."""
+        try:
+            self.keyword.refresh(background=True)
+            self._vectors().maybe_compact()
+            self.save_vectors(older_than_s=self.vector_save_interval_s)
+        except (DiskFullError, duckdb.Error, OSError) as exc:
+            if not is_disk_full(exc) and not isinstance(exc, DiskFullError):
+                raise
+            log.warning("derived indexes not updated, the disk is full: %s", exc)
+
+    def _ensure_space(self, files_left: int, chunks_so_far: int, files_so_far: int) -> None:
+        """Stop before the disk is full rather than when DuckDB finds it full: the report
+        says how much room the rest of the run needs."""
+        if self.db.path == ":memory:":
+            return
+        try:
+            free = shutil.disk_usage(Path(str(self.db.path)).parent).free
+        except OSError:
+            return
+        per_file = chunks_so_far / files_so_far if files_so_far else 10.0
+        # A generous guess of 8 KB a chunk: a 1.5 KB float32 embedding, up to 256 tokens
+        # of text and the index entries, written once to the log and again to the file.
+        needed = MIN_FREE_BYTES + int(files_left * per_file * 8192)
+        if free < MIN_FREE_BYTES:
+            raise disk_full_error(self.db.path, needed)
 
     def save_vectors(self, older_than_s: float = 0.0) -> None:
         """Persist the vector file if it changed, unless saved less than ``older_than_s`` ago."""
@@ -423,6 +450,8 @@ class Indexer:
                     continue
 
     def _prepare(self, info: FileInfo) -> _Prepared:
+        if info.special:
+            return _Prepared(info, "", None, state=DocState.SKIPPED, reason=info.special)
         try:
             digest = file_hash(info.path)
         except OSError as exc:

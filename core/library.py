@@ -10,6 +10,7 @@ and reads use per-thread cursors.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import threading
@@ -17,21 +18,27 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
+
 from core.chunking import Chunker
 from core.config import Settings, load_settings
+from core.conversations import ConversationStore
 from core.embedding import DEFAULT_MODEL_ID, Embedder, WordPieceCounter, load_embedder
-from core.errors import LecternError
+from core.errors import DiskFullError, LecternError
 from core.indexer import Controls, Indexer, ProgressCallback
 from core.ingest.sandbox import ParserPool
-from core.records import DocState, Document, Hit, IndexReport, PageSpan
+from core.records import DocState, Document, Hit, IndexReport, PageSpan, RecoveryNotice
 from core.retrieval import Retriever, SearchFilters
 from core.scan import normalize_folder
-from core.store.db import Database
+from core.store.backup import RecordBackup
 from core.store.keyword import KeywordIndex
+from core.store.recovery import open_database
 from core.store.vectors import VectorIndex
 
 DEFAULT_DIM = 384  # all-MiniLM-L6-v2; used before the model is loaded
 _DEVICE_KEY = "folder_device:"  # meta key prefix: the device a library folder was last seen on
+_RECOVERY_KEY = "recovery_log"  # meta: the last repairs made at open, for `lectern status`
+KEYWORD_FILE = "keyword.duckdb"
 
 
 @dataclass(frozen=True)
@@ -54,16 +61,32 @@ class Library:
         self._embedder = embedder
         self._model_id = embedder.model_id if embedder else DEFAULT_MODEL_ID
         self._lock = threading.RLock()
-        self.db = Database(self.settings.db_path)
-        self.keyword = KeywordIndex(self.db)
+        self.db, notices = open_database(self.settings.db_path)
+        # What was repaired at open, for the user to be told once (the CLI on standard
+        # error, the app in its status bar); `lectern status` shows the recent ones.
+        self.recovery_notices: list[RecoveryNotice] = notices
+        self.backup = RecordBackup(self.settings.home / "backup")
+        self.keyword = KeywordIndex(self.db, self.settings.home / KEYWORD_FILE)
         self.parser = ParserPool(self.settings.parse_timeout_s, self.settings.parse_memory_mb)
         self._vectors: VectorIndex | None = None
         self._chunker: Chunker | None = None
         self._retriever: Retriever | None = None
+        self._restore_record()
         self._check_index_config()
+        if self.keyword.recovery:
+            self._notice(
+                RecoveryNotice(
+                    "keyword_rebuilding",
+                    "The keyword index could not be opened, so it is being rebuilt in the "
+                    "background; meanwhile search finds passages by meaning.",
+                    "Nothing needs doing.",
+                    kept_at=str(self.keyword.kept_at or ""),
+                )
+            )
         if not self.keyword.is_current():
-            # A run was interrupted after committing chunks but before publishing them.
-            self.keyword.refresh()
+            # A run was interrupted after committing chunks but before publishing them
+            # (quick: a delta), or the keyword file is new (a rebuild, in the background).
+            self._refresh_keywords_at_open()
         self.indexer = Indexer(
             self.db,
             self.keyword,
@@ -78,9 +101,58 @@ class Library:
 
     def _forget_in_conversations(self, paths: Sequence[str]) -> None:
         """A removed file leaves no cached answer text behind."""
-        from core.conversations import ConversationStore
+        self.conversations.forget_documents(paths)
 
-        ConversationStore(self.db.cursor, self.db.write_lock).forget_documents(paths)
+    @property
+    def conversations(self) -> ConversationStore:
+        return ConversationStore(self.db.cursor, self.db.write_lock, self.backup)
+
+    # --- repairs at open ----------------------------------------------------------------
+
+    def _notice(self, notice: RecoveryNotice) -> None:
+        self.recovery_notices.append(notice)
+        try:
+            log = json.loads(self.db.get_meta(_RECOVERY_KEY, "[]") or "[]")
+            log = [*log, notice.to_json()][-20:]
+            with self.db.transaction() as cur:
+                self.db.set_meta(_RECOVERY_KEY, json.dumps(log), cur)
+        except (LecternError, ValueError, duckdb.Error):
+            pass  # the notice is still shown now; only the history misses it
+
+    def recovery_log(self) -> list[dict[str, str]]:
+        try:
+            entries = json.loads(self.db.get_meta(_RECOVERY_KEY, "[]") or "[]")
+        except ValueError:
+            return []
+        return [e for e in entries if isinstance(e, dict)]
+
+    def _restore_record(self) -> None:
+        """After a damaged database file or a lost log, bring back folders and
+        conversations from the backup; on a first open with no backup yet, make one."""
+        lost = any(
+            n.kind in ("library_rebuilt", "log_set_aside", "log_cut_short")
+            for n in self.recovery_notices
+        )
+        for notice in list(self.recovery_notices):
+            self.recovery_notices.remove(notice)
+            self._notice(notice)
+        if lost:
+            folders = self.backup.load_folders()
+            with self.db.transaction() as cur:
+                for folder in folders:
+                    cur.execute("INSERT OR IGNORE INTO folders(path) VALUES (?)", [folder])
+            self.conversations.restore(self.backup.load_conversations())
+        elif not self.backup.exists():
+            self.backup.save_folders(self.folders())
+            self.conversations.back_up_all()
+
+    def _refresh_keywords_at_open(self) -> None:
+        try:
+            self.keyword.refresh(background=bool(self.keyword.recovery))
+        except (LecternError, duckdb.Error) as exc:
+            # A full disk (or a keyword file that failed mid-build) must not keep the
+            # library closed: search falls back to what is there, the next run retries.
+            logging.getLogger(__name__).warning("keyword refresh at open failed: %s", exc)
 
     # --- lazily loaded parts ----------------------------------------------------------
 
@@ -109,8 +181,17 @@ class Library:
             if self._vectors is None:
                 dim = int(self.db.get_meta("embedding_dim", str(DEFAULT_DIM)) or DEFAULT_DIM)
                 vectors = VectorIndex(self.db, self.settings.vectors_path, dim)
-                vectors.open()
+                report = vectors.open()
                 self._vectors = vectors
+                if report.startswith("rebuilt, damaged"):
+                    self._notice(
+                        RecoveryNotice(
+                            "vectors_rebuilt",
+                            "The meaning-search index was damaged, so it was rebuilt from "
+                            "the library.",
+                            "Nothing needs doing.",
+                        )
+                    )
             return self._vectors
 
     @property
@@ -171,6 +252,7 @@ class Library:
             raise LecternError(f"{folder} does not exist.", "Check the path and try again.")
         with self.db.transaction() as cur:
             cur.execute("INSERT OR IGNORE INTO folders(path) VALUES (?)", [folder])
+        self.backup.save_folders(self.folders())
         return folder
 
     def remove_folder(self, path: str | Path) -> int:
@@ -189,6 +271,7 @@ class Library:
             with self.db.transaction() as cur:
                 cur.execute("DELETE FROM folders WHERE path = ?", [folder])
                 cur.execute("DELETE FROM meta WHERE key = ?", [_DEVICE_KEY + folder])
+            self.backup.save_folders(self.folders())
             self.indexer.publish()
         return removed
 
@@ -212,8 +295,11 @@ class Library:
         if recorded is not None and recorded != str(st.st_dev) and empty:
             return False
         if recorded != str(st.st_dev):
-            with self.db.transaction() as cur:
-                self.db.set_meta(_DEVICE_KEY + folder, str(st.st_dev), cur)
+            try:
+                with self.db.transaction() as cur:
+                    self.db.set_meta(_DEVICE_KEY + folder, str(st.st_dev), cur)
+            except DiskFullError:
+                pass  # reading the library must work on a full disk; recorded next time
         return True
 
     # --- indexing -------------------------------------------------------------------
@@ -401,6 +487,8 @@ class Library:
             "embedding_model": self.db.get_meta("embedding_model"),
             "index_config": self.index_config,
             "keyword_delta_chunks": self.keyword.delta_size(),
+            "keyword_index": self.keyword.status(),
+            "recovery": self.recovery_log(),
         }
 
     def close(self) -> None:

@@ -7,8 +7,10 @@ user-supplied glob patterns are never indexed.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,47 @@ class FileInfo:
     folder: str
     size: int
     mtime: float
+    # Set for an entry that is not a readable regular file (a pipe, a socket, a broken or
+    # looping link): it is listed as skipped with this reason and never opened.
+    special: str = ""
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a named pipe, not a file"),
+    (stat.S_ISSOCK, "a socket, not a file"),
+    (stat.S_ISCHR, "a device, not a file"),
+    (stat.S_ISBLK, "a device, not a file"),
+)
+
+
+def file_info(path: str, folder: str) -> FileInfo | None:
+    """What the scan records for ``path``: a regular file, a special entry with the reason
+    it is skipped, or None for a folder (or a link to one) and for what has vanished.
+
+    Only ``stat`` is called, never ``open``: opening a named pipe blocks until someone
+    writes to it."""
+    try:
+        own = os.lstat(path)
+    except OSError:
+        return None  # gone between listing and looking
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if not stat.S_ISLNK(own.st_mode):
+            return None
+        if exc.errno == errno.ELOOP:
+            reason = "a link that points to itself in a loop"
+        elif exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            reason = "a broken link: its target is missing"
+        else:
+            reason = f"a link whose target cannot be reached: {exc.strerror or exc}"
+        return FileInfo(path, folder, own.st_size, own.st_mtime, reason)
+    if stat.S_ISREG(st.st_mode):
+        return FileInfo(path, folder, st.st_size, st.st_mtime)
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    reason = next((why for test, why in _SPECIAL_KINDS if test(st.st_mode)), "not a regular file")
+    return FileInfo(path, folder, own.st_size, own.st_mtime, reason)
 
 
 def is_ignored(path: str | Path, extra_patterns: Sequence[str] = ()) -> bool:
@@ -62,8 +105,9 @@ def normalize_folder(path: str | Path) -> str:
 
 
 def iter_files(folder: str, extra_patterns: Sequence[str] = ()) -> Iterator[FileInfo]:
-    """Regular files under ``folder``, depth first, without following symlinked folders
-    (which would loop forever on a symlink cycle)."""
+    """Every entry under ``folder`` that is not a folder, depth first: regular files, and
+    special ones (``FileInfo.special`` says why they are skipped) so that each has a state.
+    Symlinked folders are not followed (a symlink cycle would loop forever)."""
     if os.path.isfile(folder):  # a single file added on its own is its own library root
         try:
             st = os.stat(folder)
@@ -86,9 +130,10 @@ def iter_files(folder: str, extra_patterns: Sequence[str] = ()) -> Iterator[File
             try:
                 if entry.is_dir(follow_symlinks=False):
                     subdirs.append(entry.path)
-                elif entry.is_file(follow_symlinks=True):
-                    st = entry.stat(follow_symlinks=True)
-                    yield FileInfo(entry.path, folder, st.st_size, st.st_mtime)
+                    continue
             except OSError:
                 continue
+            info = file_info(entry.path, folder)
+            if info is not None:
+                yield info
         stack.extend(reversed(subdirs))

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from core import __version__
 from core.config import Settings, load_settings
-from core.errors import LecternError
+from core.errors import LecternError, LLMUnavailableError
 
 if TYPE_CHECKING:
     from core.library import Library
@@ -52,6 +52,10 @@ class StepFailed(Exception):
     """A check whose outcome is wrong (as opposed to one that raised)."""
 
 
+class StepSkipped(Exception):
+    """A check that does not apply on this machine; not a failure (shown as ``skip``)."""
+
+
 class SelfTest:
     """Runs the steps in order; a failed step stops the ones that depend on it."""
 
@@ -76,8 +80,11 @@ class SelfTest:
 
     def step(self, name: str, check: Callable[[], str]) -> bool:
         started = time.perf_counter()
+        mark = "ok  "
         try:
             detail, ok = check(), True
+        except StepSkipped as exc:
+            detail, ok, mark = str(exc), True, "skip"
         except StepFailed as exc:
             detail, ok = str(exc), False
         except LecternError as exc:
@@ -86,7 +93,7 @@ class SelfTest:
             detail, ok = f"{type(exc).__name__}: {exc}", False
         result = StepResult(name, ok, detail, time.perf_counter() - started)
         self.report.steps.append(result)
-        mark = "ok  " if ok else "FAIL"
+        mark = mark if ok else "FAIL"
         print(f"[{mark}] {name} ({result.seconds:.1f} s): {detail}", file=self.out, flush=True)
         return ok
 
@@ -160,7 +167,17 @@ class SelfTest:
         settings = library.settings
         client = make_client(settings)
         try:
-            installed = [m.name for m in client.list_models()]
+            try:
+                installed = [m.name for m in client.list_models()]
+            except LLMUnavailableError:
+                if self.llm_url:
+                    raise  # a server named on the command line must answer
+                client.close()
+                # Lectern works without a model server: prove the fallback instead.
+                raise StepSkipped(
+                    f"no model server at {client.url} (answers fall back to quoting "
+                    f"documents: {_extractive_answer(library)})"
+                ) from None
             model = self.model or _pick_model(settings.llm_model, installed)
             question = self.question or _probe_question(library)
             done: DoneEvent | None = None
@@ -185,6 +202,20 @@ class SelfTest:
 
 
 # --- steps --------------------------------------------------------------------------
+
+
+def _extractive_answer(library: Library) -> str:
+    from core.qa import DoneEvent, ErrorEvent, ask
+
+    question = _probe_question(library)
+    for event in ask(library, question, use_llm=False, store=False):
+        if isinstance(event, ErrorEvent):
+            raise StepFailed(f"{event.error.message} {event.error.hint}".strip())
+        if isinstance(event, DoneEvent):
+            if not event.citations:
+                raise StepFailed(f"The quoted answer cites no passage: {event.answer!r}")
+            return f"{len(event.citations)} quoted passage(s) for {question!r}"
+    raise StepFailed("The answer stream ended without a result.")
 
 
 def _check_offline_mode(library: Library) -> str:

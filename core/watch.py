@@ -366,6 +366,22 @@ class FolderWatcher:
     def paused(self) -> bool:
         return self._paused
 
+    @property
+    def worker_alive(self) -> bool:
+        """Whether the worker thread still runs (after ``stop``: a batch finishing)."""
+        return self._worker is not None and self._worker.is_alive()
+
+    def cancel_running(self) -> None:
+        """Stop the batch being indexed after its current file, leaving the watcher on.
+
+        What the batch left undone is found again by a full reconcile the next time the
+        worker runs (pause first to hold it until :meth:`resume`)."""
+        with self._cond:
+            if self._controls is not None:
+                self._controls.stop()
+                self._reconcile_all = True
+            self._cond.notify_all()
+
     def request_reconcile(self, folders: Sequence[str] | None = None) -> None:
         """Ask for a stat-only pass over these folders (all when None) as soon as possible."""
         with self._cond:

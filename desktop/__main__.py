@@ -115,6 +115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         backend.add_folders(folders)
     code = app.exec()
     instance.close()
+    if backend.abandoned:
+        # An index run is still finishing an embedding batch that cannot be interrupted.
+        # Every document it wrote is committed, and the rest is indexed next time, so
+        # exit now rather than keep the process (and the library's lock) for seconds.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 

@@ -9,19 +9,21 @@ screen before torch or DuckDB are even loaded.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from core.config import Settings, load_settings
-from core.errors import LecternError
+from core.errors import DiskFullError, LecternError
 from core.records import Document, IndexProgress, IndexReport
 from desktop.workers import Background, Task, TaskContext, describe_error
 
@@ -33,6 +35,13 @@ log = logging.getLogger(__name__)
 
 LIBRARY_REFRESH_MS = 700  # folder counts while indexing (one cheap query)
 PROGRESS_INTERVAL_S = 0.1
+# How often the model server is asked again while the window is open, so the badge
+# follows a server that stopped or started meanwhile (requests also re-check at once).
+LLM_RECHECK_MS = 20_000
+DISK_RECHECK_MS = 5_000  # while indexing waits for room on a full disk
+# Closing the window waits this long for a running index job to reach its next file;
+# past it the job's thread is left to finish on its own (see Backend.shutdown).
+SHUTDOWN_WAIT_MS = 1500
 
 
 @dataclass(frozen=True)
@@ -47,7 +56,7 @@ class LibrarySnapshot:
 class LLMStatus:
     """What the configured model server said when last asked."""
 
-    state: str  # checking | ready | unreachable | no_models | model_missing | error
+    state: str  # checking | ready | unreachable | no_models | model_missing | invalid | error
     kind: str = "ollama"
     url: str = ""
     model: str = ""
@@ -94,6 +103,9 @@ class Backend(QObject):
     index_paused = Signal(bool)
     index_finished = Signal(object)  # IndexReport
     index_failed = Signal(str, str)
+    # True: the person cancelled indexing and nothing runs until they resume (see
+    # ``cancelled`` and ``not_indexed``); False: resumed.
+    index_cancelled = Signal(bool)
     notice = Signal(str, str)  # level (info | warning | error), sentence
     llm_status_changed = Signal(object)  # LLMStatus
     conversations_changed = Signal(object)  # list[Conversation]
@@ -118,6 +130,9 @@ class Backend(QObject):
         # torch threads kept the window waiting for a CPU for 60-80 ms at a time on two
         # cores. They still come well before indexing.
         self.background = Background(max_threads=4, parent=self, lower_by=5 if lowered else 0)
+        # Asking the model server touches no library data, waits on the network for up to
+        # seconds, and must never hold up closing: it has a pool of its own.
+        self.probes = Background(max_threads=1, parent=self)
         # Opening the library (which starts the parser process and DuckDB's threads),
         # loading and warming the model (torch's threads) and indexing run here, at a
         # lower OS priority, so the window keeps the CPU it needs on a busy machine.
@@ -137,11 +152,25 @@ class Backend(QObject):
         self.watch_bridge: Any = None
         self.watch_status: dict[str, tuple[str, str]] = {}
         self.paused = False
+        # Cancelled by the person: no job starts and the watcher holds its events until
+        # they resume (Resume, F5, Retry or adding a folder).
+        self.cancelled = False
+        self.not_indexed: int | None = None  # files the cancelled run left, when known
+        self._last_progress: IndexProgress | None = None
+        self._cancelled_run = ""  # "job" | "watch": the run whose progress was shown
         self.watch_running = False
         self._closing = False
+        self.abandoned = False  # closed with an index run still finishing its batch
+        self._disk_full: DiskFullError | None = None
+        self._disk_timer = QTimer(self)
+        self._disk_timer.setInterval(DISK_RECHECK_MS)
+        self._disk_timer.timeout.connect(self._check_disk_space)
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setInterval(LIBRARY_REFRESH_MS)
         self._refresh_timer.timeout.connect(self.refresh_library)
+        self._llm_timer = QTimer(self)
+        self._llm_timer.setInterval(LLM_RECHECK_MS)
+        self._llm_timer.timeout.connect(lambda: self.check_llm(quiet=True))
 
     # --- start-up -----------------------------------------------------------------------
 
@@ -202,6 +231,7 @@ class Backend(QObject):
             on_error=self._open_failed,
         )
         self.check_llm()
+        self._llm_timer.start()
 
     def _opened(self, library: Library) -> None:
         self.library = library
@@ -209,6 +239,9 @@ class Backend(QObject):
             return
         self._set_phase("ready", "Ready")
         self.ready.emit()
+        # Repairs made at open (a log set aside, a damaged file rebuilt) are said once.
+        for repaired in library.recovery_notices:
+            self.notice.emit("warning", f"{repaired.message} {repaired.hint}".strip())
         self._start_watcher()
         pending, self._pending_paths = self._pending_paths, []
         if pending:
@@ -262,23 +295,29 @@ class Backend(QObject):
             self._pending_paths.extend(p for p in accepted if p not in self._pending_paths)
             self.notice.emit("info", "Your folders will be indexed as soon as Lectern is ready.")
             return accepted
+        self._resume_cancelled()  # adding a folder is a request to index now
         self._enqueue(IndexJob(paths=accepted))
         return accepted
 
     def rescan(self) -> None:
         if not self.is_ready:
             return
-        if self.watcher is not None:
+        if self.cancelled:
+            self._resume_cancelled()  # the full pass it starts is the rescan
+        elif self.watcher is not None:
             self.watcher.request_reconcile()
         else:
             self._enqueue(IndexJob(paths=None))
 
     def retry(self, paths: Sequence[str]) -> None:
         if self.is_ready and paths:
+            self._resume_cancelled()
             self._enqueue(IndexJob(paths=None, files=list(paths), retry=True))
 
     def sync_files(self, paths: Sequence[str]) -> None:
         """Re-check changed files (used by the folder watcher)."""
+        if self.cancelled:
+            return  # the full pass that resuming starts finds these changes
         if self.is_ready and paths:
             self._enqueue(IndexJob(paths=None, files=list(paths)))
 
@@ -288,8 +327,7 @@ class Backend(QObject):
         library = self.library
         assert library is not None
         # A running job may be writing this folder's files: stop it, then remove.
-        if self.current_job is not None:
-            self.cancel_indexing(clear_queue=False)
+        self._stop_current_job()
 
         running = self.current_job.task if self.current_job is not None else None
 
@@ -329,7 +367,13 @@ class Backend(QObject):
         self._next_job()
 
     def _next_job(self) -> None:
-        if self.current_job is not None or not self._jobs or not self.is_ready or self._closing:
+        if (
+            self.current_job is not None
+            or not self._jobs
+            or not self.is_ready
+            or self._closing
+            or self.cancelled
+        ):
             return
         from core.indexer import Controls
 
@@ -363,6 +407,7 @@ class Backend(QObject):
             if value == "folders_added":
                 self.refresh_library()
             elif isinstance(value, IndexProgress):
+                self._last_progress = value
                 self.index_progress.emit(value)
 
         job.task = self.engine.submit(
@@ -379,6 +424,8 @@ class Backend(QObject):
     def _job_done(self, job: IndexJob, report: IndexReport) -> None:
         self.current_job = None
         self._refresh_timer.stop()
+        if report.cancelled:
+            self._note_cancelled_run(report, "job")
         self.index_finished.emit(report)
         self.refresh_library()
         self._next_job()
@@ -389,7 +436,30 @@ class Backend(QObject):
         message, hint = describe_error(exc)
         self.index_failed.emit(message, hint)
         self.refresh_library()
+        if isinstance(exc, DiskFullError):
+            # Indexing waits for room rather than failing file after file; once the
+            # person frees space it carries on by itself.
+            self._disk_full = exc
+            self._jobs.clear()
+            self._disk_timer.start()
+            return
         self._next_job()
+
+    def _check_disk_space(self) -> None:
+        full = self._disk_full
+        if full is None or self._closing:
+            self._disk_timer.stop()
+            return
+        try:
+            free = shutil.disk_usage(full.folder).free
+        except OSError:
+            return
+        if free < full.needed_bytes:
+            return
+        self._disk_full = None
+        self._disk_timer.stop()
+        self.notice.emit("info", "There is room on the disk again; indexing carries on.")
+        self._enqueue(IndexJob(paths=None))
 
     def pause_indexing(self) -> None:
         """Pause the running job and the watcher (files finished so far stay searchable)."""
@@ -403,6 +473,9 @@ class Backend(QObject):
         self.index_paused.emit(True)
 
     def resume_indexing(self) -> None:
+        """Resume after a pause, or after a cancel (then with a full pass)."""
+        if self._resume_cancelled():
+            return
         job = self.current_job
         if job is not None and job.controls is not None:
             job.controls.resume()
@@ -412,15 +485,64 @@ class Backend(QObject):
         self.paused = False
         self.index_paused.emit(False)
 
-    def cancel_indexing(self, clear_queue: bool = True) -> None:
-        if clear_queue:
-            self._jobs.clear()
+    def cancel_indexing(self) -> None:
+        """Stop indexing, and stay stopped until the person resumes.
+
+        The running job (or watcher batch) stops after its current file; queued jobs are
+        dropped; the watcher keeps collecting file events but runs none of them. Resuming
+        (``resume_indexing``, a rescan, a retry or adding a folder) starts one full pass,
+        which indexes what the cancelled run left and every change seen meanwhile.
+        """
+        self._jobs.clear()
+        if not self.cancelled:
+            self._cancelled_run = (
+                "job" if self.current_job is not None else "watch" if self.watch_running else ""
+            )
+        self._stop_current_job()
+        if self.watcher is not None:
+            self.watcher.pause()
+            self.watcher.cancel_running()
+        if self.watch_running:
+            self.watch_running = False
+            if self.current_job is None:
+                self._refresh_timer.stop()
+        self.paused = False
+        if not self.cancelled:
+            self.cancelled = True
+            p = self._last_progress
+            self.not_indexed = max(0, p.files_total - p.files_done) if p else None
+        self.index_paused.emit(False)
+        self.index_cancelled.emit(True)
+
+    def _stop_current_job(self) -> None:
         job = self.current_job
         if job is not None and job.controls is not None:
             job.controls.stop()
             job.paused = False
-        if self.paused and job is None:
-            self.resume_indexing()
+
+    def _note_cancelled_run(self, report: IndexReport, run: str) -> None:
+        """How many files the run that was cancelled left (exact, now that it ended)."""
+        if not self.cancelled or run != self._cancelled_run:
+            return
+        self._cancelled_run = ""
+        p = self._last_progress
+        if p is not None and p.files_total:
+            done = report.added + report.updated + report.failed + report.skipped
+            self.not_indexed = max(0, p.files_total - done)
+            self.index_cancelled.emit(True)
+
+    def _resume_cancelled(self) -> bool:
+        """Leave the cancelled state with one full pass; False when not cancelled."""
+        if not self.cancelled:
+            return False
+        self.cancelled = False
+        self.not_indexed = None
+        self._last_progress = None
+        if self.watcher is not None:
+            self.watcher.resume()
+        self.index_cancelled.emit(False)
+        self._enqueue(IndexJob(paths=None))
+        return True
 
     @property
     def indexing(self) -> bool:
@@ -516,21 +638,48 @@ class Backend(QObject):
         settings = self.settings
 
         def answer(library: Library, ctx: TaskContext) -> None:
-            from core.qa import ask
+            from core.generation.llm import make_client
+            from core.qa import DoneEvent, WarningEvent, ask
 
-            for event in ask(
-                library,
-                question,
-                conversation_id,
-                model=settings.llm_model,
-                cancel=ctx.cancel,
-                k=settings.top_k,
-            ):
-                ctx.report(event)
+            client = None
+            problem: WarningEvent | None = None
+            try:
+                client = make_client(settings)
+            except Exception as exc:  # a bad address: answer as with no server at all
+                message, hint = address_problem(settings, exc)
+                problem = WarningEvent(
+                    f"{message} These are sentences extracted from your documents instead "
+                    f"of a written answer. {hint}".strip(),
+                    "llm_unavailable",
+                )
+                ctx.report(problem)
+            try:
+                for event in ask(
+                    library,
+                    question,
+                    conversation_id,
+                    client=client,
+                    use_llm=client is not None,
+                    model=settings.llm_model,
+                    cancel=ctx.cancel,
+                    k=settings.top_k,
+                ):
+                    if problem is not None and isinstance(event, DoneEvent):
+                        event = replace(event, warnings=(problem, *event.warnings))
+                    ctx.report(event)
+            finally:
+                if client is not None:
+                    client.close()
 
-        task = self.run(answer, name="ask", on_progress=on_event, on_error=on_error)
+        def event(value: Any) -> None:
+            self._llm_evidence(value)
+            on_event(value)
+
+        task = self.run(answer, name="ask", on_progress=event, on_error=on_error)
         if task is not None:
             task.signals.finished.connect(self.refresh_conversations)
+            # Every answer says something about the server: ask it again right away.
+            task.signals.finished.connect(lambda: self.check_llm(quiet=True))
             if on_finished is not None:
                 task.signals.finished.connect(on_finished)
         return task
@@ -586,24 +735,84 @@ class Backend(QObject):
 
     # --- the model server ---------------------------------------------------------------
 
-    def check_llm(self, settings: Settings | None = None) -> None:
+    def check_llm(self, settings: Settings | None = None, *, quiet: bool = False) -> None:
+        """Ask the model server what it has, on a worker thread.
+
+        ``quiet`` (the periodic check and the one after each answer) keeps showing the
+        current state until the answer comes, and is skipped while a check is running.
+        """
+        if self._closing:
+            return
         settings = settings or self.settings
-        self.llm_status = LLMStatus("checking", settings.llm_kind)
-        self.llm_status_changed.emit(self.llm_status)
-        if self._llm_check is not None:
-            self._llm_check.cancel()
+        previous = self._llm_check
+        if quiet and previous is not None and not previous.done.is_set():
+            return
+        if not quiet:
+            self._set_llm_status(LLMStatus("checking", settings.llm_kind))
+        if previous is not None:
+            previous.cancel()
 
         def check(ctx: TaskContext) -> LLMStatus:
             return probe_llm(settings)
 
         def done(status: LLMStatus) -> None:
-            if task is not self._llm_check:
-                return  # a newer check superseded this one
-            self.llm_status = status
-            self.llm_status_changed.emit(status)
+            if task is not self._llm_check or self._closing:
+                return  # a newer check (or an answer) superseded this one
+            self._set_llm_status(status)
 
-        task = self.background.submit(check, name="check llm", on_result=done)
+        def failed(exc: BaseException) -> None:  # never leave "checking" up for good
+            message, hint = describe_error(exc)
+            done(
+                LLMStatus(
+                    "error", settings.llm_kind, model=settings.llm_model, message=message, hint=hint
+                )
+            )
+
+        task = self.probes.submit(check, name="check llm", on_result=done, on_error=failed)
         self._llm_check = task
+
+    def _set_llm_status(self, status: LLMStatus) -> None:
+        self.llm_status = status
+        self.llm_status_changed.emit(status)
+
+    def _llm_evidence(self, event: Any) -> None:
+        """What an answer just showed about the server beats what the last check said."""
+        from core.errors import LLMError, ModelNotFoundError
+        from core.qa import DoneEvent, ErrorEvent, WarningEvent
+
+        settings, status = self.settings, self.llm_status
+        url = status.url or llm_address(settings)
+        if isinstance(event, WarningEvent) and event.kind in ("llm_unavailable", "llm_timeout"):
+            if status.state in ("invalid", "unreachable"):
+                return
+            new = LLMStatus(
+                "unreachable", settings.llm_kind, url, settings.llm_model, message=event.message
+            )
+        elif isinstance(event, DoneEvent) and event.model:
+            if status.ready and model_matches(status.model, event.model):
+                return
+            models = status.models if status.models else (event.model,)
+            new = LLMStatus("ready", settings.llm_kind, url, event.model, models)
+        elif isinstance(event, ErrorEvent) and isinstance(event.error, ModelNotFoundError):
+            if status.state == "model_missing":
+                return
+            new = LLMStatus(
+                "model_missing",
+                settings.llm_kind,
+                url,
+                settings.llm_model,
+                message=event.error.message,
+                hint=event.error.hint,
+            )
+        elif isinstance(event, ErrorEvent) and isinstance(event.error, LLMError):
+            self.check_llm(quiet=True)
+            return
+        else:
+            return
+        if self._llm_check is not None:
+            self._llm_check.cancel()
+            self._llm_check = None  # a check that started before the answer is stale
+        self._set_llm_status(new)
 
     def apply_settings(self, settings: Settings) -> None:
         old = self.settings
@@ -634,8 +843,9 @@ class Backend(QObject):
         self.watcher = start_watcher(self)
 
     def _watch_progress(self, progress: IndexProgress) -> None:
-        if self.current_job is not None:
-            return  # the job reports its own progress
+        if self.current_job is not None or self.cancelled or self._closing:
+            return  # the job reports its own progress; a cancelled batch is winding down
+        self._last_progress = progress
         if not self.watch_running and progress.files_total:
             self.watch_running = True
             self._refresh_timer.start()
@@ -644,6 +854,8 @@ class Backend(QObject):
 
     def _watch_batch(self, batch: Any) -> None:
         report = batch.report
+        if report.cancelled:
+            self._note_cancelled_run(report, "watch")
         if self.watch_running:
             self.watch_running = False
             if self.current_job is None:
@@ -667,40 +879,103 @@ class Backend(QObject):
 
     # --- shutting down ------------------------------------------------------------------
 
-    def shutdown(self, timeout_ms: int = 15000) -> None:
+    def shutdown(self, wait_ms: int | None = None) -> None:
+        """Stop everything and close the library, without waiting out an index run.
+
+        A run stops after its current embedding batch, which cannot be interrupted and
+        can take seconds on a slow machine. Each document is written in one transaction,
+        so nothing is lost by not waiting: past ``wait_ms`` the run's thread is left to
+        finish that batch on its own (``abandoned``), the parser process is stopped and
+        the database is left open for the process's exit (what the batch had not
+        committed is indexed next time). ``python -m desktop`` then exits at once.
+        """
+        if self._closing:
+            return
         self._closing = True
+        wait_ms = SHUTDOWN_WAIT_MS if wait_ms is None else wait_ms
+        deadline = time.monotonic() + wait_ms / 1000
         self._refresh_timer.stop()
+        self._llm_timer.stop()
         self._jobs.clear()
-        if self.current_job is not None and self.current_job.controls is not None:
-            self.current_job.controls.stop()
-        if self.watcher is not None:
+        self._stop_current_job()
+        for pool in (self.engine, self.background, self.probes):
+            pool.cancel_all()
+        watcher = self.watcher
+        if watcher is not None:
             try:
-                self.watcher.stop(timeout=10)
+                watcher.cancel_running()
+                watcher.stop(timeout=max(0.1, deadline - time.monotonic()))
             except Exception:
                 log.exception("stopping the watcher failed")
-        for pool in (self.engine, self.background):
-            pool.cancel_all()
-        self.engine.wait(timeout_ms)
-        self.background.wait(timeout_ms)
-        if self.library is not None:
+        idle = all(
+            pool.wait(max(0, int((deadline - time.monotonic()) * 1000)))
+            for pool in (self.engine, self.background)
+        )
+        watcher_alive = watcher is not None and watcher.worker_alive
+        library = self.library
+        if library is None:
+            return
+        if idle and not watcher_alive:
             try:
-                self.library.close()
+                library.close()
             except Exception:
                 log.exception("closing the library failed")
             self.library = None
+            return
+        self.abandoned = True
+        log.warning("closing with indexing still finishing a batch; it is not waited for")
+        with contextlib.suppress(Exception):
+            library.parser.close()
+
+
+def llm_address(settings: Settings) -> str:
+    """The server address as configured (never raises, unlike resolving it)."""
+    if settings.llm_url:
+        return settings.llm_url
+    if settings.llm_kind != "ollama":
+        return ""
+    try:
+        return settings.resolved_llm_url
+    except Exception:
+        return os.environ.get("OLLAMA_HOST", "").strip()
+
+
+def address_problem(settings: Settings, exc: BaseException) -> tuple[str, str]:
+    """A sentence naming the setting at fault, and how to fix it, for a client that could
+    not be built (core says ``ConfigError``; an older core let a ``ValueError`` out)."""
+    fix = "Open Settings (Ctrl+,) and enter an address like http://127.0.0.1:11434."
+    if isinstance(exc, LecternError):
+        hint = exc.hint if exc.hint != type(exc).default_hint else ""
+        if "Settings" not in hint:
+            hint = f"{hint} {fix}".strip()
+        return exc.message, hint
+    if settings.llm_url:
+        where = f"The model server address “{settings.llm_url}” (llm_url in settings.json)"
+    else:
+        host = os.environ.get("OLLAMA_HOST", "").strip()
+        where = f"The model server address “{host}” (the OLLAMA_HOST environment variable)"
+        fix += " Or correct or unset OLLAMA_HOST and restart Lectern."
+    return f"{where} is not valid: {exc}.", fix
 
 
 def probe_llm(settings: Settings) -> LLMStatus:
     """Ask the configured server what it has (runs in the background)."""
-    from core.errors import LLMUnavailableError
+    from core.errors import ConfigError, LLMUnavailableError
     from core.generation.llm import make_client
 
     kind = settings.llm_kind
-    url = settings.llm_url or (settings.resolved_llm_url if kind == "ollama" else "")
+    url = llm_address(settings)
     try:
+        url = settings.llm_url or (settings.resolved_llm_url if kind == "ollama" else "")
         client = make_client(settings, connect_timeout=3.0, request_timeout=8.0)
+    except (ConfigError, ValueError) as exc:
+        message, hint = address_problem(settings, exc)
+        return LLMStatus("invalid", kind, url, settings.llm_model, message=message, hint=hint)
     except LecternError as exc:
         return LLMStatus("error", kind, url, settings.llm_model, message=exc.message, hint=exc.hint)
+    except Exception as exc:  # whatever building the client raised, say it
+        message, hint = describe_error(exc)
+        return LLMStatus("error", kind, url, settings.llm_model, message=message, hint=hint)
     try:
         url = client.url
         models = tuple(m.name for m in client.list_models())

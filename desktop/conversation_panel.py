@@ -765,6 +765,18 @@ class WelcomeView(QScrollArea):
                     ("Use another server…", self.open_settings.emit, False),
                 ],
             )
+        elif status.state == "invalid":
+            self._set_step(
+                step,
+                2,
+                "problem",
+                "The model server address is not valid",
+                f"{_esc(status.message)} {_esc(status.hint)}<br>{fallback}",
+                [
+                    ("Open Settings…", self.open_settings.emit, True),
+                    ("Check again", self.check_again.emit, False),
+                ],
+            )
         elif status.state == "unreachable":
             self._set_step(
                 step,
@@ -1029,6 +1041,12 @@ class ConversationPanel(QFrame):
         elif status.ready:
             text, color = status.model, palette.success
             tip = f"Answers are written by {status.model} at {status.url}. Click to change."
+        elif status.state == "invalid":
+            text, color = "Server address invalid", palette.error_text
+            tip = (
+                f"{status.message} {status.hint} Answers are extracted sentences until it "
+                "is fixed. Click to open Settings."
+            )
         elif status.state == "unreachable":
             text, color = "Search-only", palette.warning_text
             tip = f"{status.message} Answers are extracted sentences until a model server is running. Click to set one up."

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QProgressBar,
+    QPushButton,
     QSizePolicy,
     QToolButton,
     QTreeWidget,
@@ -180,8 +181,15 @@ class LibraryPanel(QFrame):
         self.pause_button.clicked.connect(self._toggle_pause)
         self.cancel_button = self._tool("close", "Cancel indexing (finished files are kept)")
         self.cancel_button.clicked.connect(lambda: backend.cancel_indexing())
+        # After a cancel nothing runs until the person says so: this is how.
+        self.resume_button = QPushButton("Resume", objectName="secondaryButton")
+        self.resume_button.setToolTip("Index the files left (also F5, Retry or adding a folder)")
+        self.resume_button.setAccessibleName("Resume indexing")
+        self.resume_button.clicked.connect(backend.resume_indexing)
+        self.resume_button.hide()
         prow.addWidget(self.pause_button)
         prow.addWidget(self.cancel_button)
+        prow.addWidget(self.resume_button)
         pc.addLayout(prow)
         self.progress_bar = QProgressBar(objectName="indexProgress")
         self.progress_bar.setTextVisible(False)
@@ -206,6 +214,7 @@ class LibraryPanel(QFrame):
         backend.index_started.connect(self._index_started)
         backend.index_progress.connect(self.set_progress)
         backend.index_paused.connect(self._paused)
+        backend.index_cancelled.connect(self._cancelled)
         backend.index_finished.connect(self._finished)
         backend.index_failed.connect(self._index_failed)
         backend.watch_idle.connect(self._watch_idle)
@@ -451,17 +460,53 @@ class LibraryPanel(QFrame):
         self.progress_bar.setRange(0, 0)
         self.progress_detail.setText("Looking for new and changed files…")
         self.progress_current.setText("")
+        self._show_running()
         self._paused(self.backend.paused)
+        self.progress_card.show()
+        self.summary.hide()
+
+    def _show_running(self) -> None:
+        self.resume_button.hide()
+        self.pause_button.show()
         self.cancel_button.show()
+        self.progress_bar.show()
+
+    def _cancelled(self, cancelled: bool) -> None:
+        if cancelled:
+            self._show_cancelled()
+        elif not self.backend.indexing:
+            self._finished(None)
+
+    def _show_cancelled(self) -> None:
+        left = self.backend.not_indexed
+        self.progress_title.setText("Indexing cancelled")
+        self.progress_detail.setText(
+            f"{left} file{'s' if left != 1 else ''} not indexed yet"
+            if left
+            else "Some files may not be indexed yet"
+            if left is None
+            else "Files finished so far are searchable"
+        )
+        self.progress_current.setText("Nothing is indexed until you resume.")
+        self.progress_current.setToolTip(
+            "Changes to your folders are noted meanwhile and indexed when you resume "
+            "(Resume, F5, Retry or adding a folder)."
+        )
+        self.progress_bar.hide()
+        self.pause_button.hide()
+        self.cancel_button.hide()
+        self.resume_button.show()
         self.progress_card.show()
         self.summary.hide()
 
     def set_progress(self, p: IndexProgress) -> None:
-        if not self.progress_card.isVisible():
+        if self.backend.cancelled:
+            return  # a cancelled run's last reports
+        if not self.progress_card.isVisible() or self.resume_button.isVisible():
+            self._show_running()
             self.progress_card.show()
             self.summary.hide()
         paused = self.backend.paused
-        self.cancel_button.setVisible(self.backend.current_job is not None)
         if p.files_total:
             self.progress_bar.setRange(0, p.files_total)
             self.progress_bar.setValue(p.files_done)
@@ -485,6 +530,8 @@ class LibraryPanel(QFrame):
             self.progress_bar.setRange(0, 0)
 
     def _paused(self, paused: bool) -> None:
+        if self.backend.cancelled:
+            return
         palette = self.theme.palette
         self.pause_button.setProperty("iconName", "play" if paused else "pause")
         self.pause_button.setIcon(icon("play" if paused else "pause", palette.muted))
@@ -509,6 +556,9 @@ class LibraryPanel(QFrame):
 
     def _finished(self, report: IndexReport | None) -> None:
         if self.backend.indexing:
+            return
+        if self.backend.cancelled:
+            self._show_cancelled()
             return
         self.progress_card.hide()
         self.summary.setVisible(bool(self.snapshot and self.snapshot.folders))

@@ -455,6 +455,9 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.save_state()
+        # Gone from the screen at once; the backend then stops the index run, the watcher
+        # and the parser without waiting out an embedding batch (see Backend.shutdown).
+        self.hide()
         self.conversation.stop()
         self.backend.shutdown()
         super().closeEvent(event)

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.config import Settings
-from desktop.app import Backend, LLMStatus, model_matches, probe_llm
+from desktop.app import Backend, LLMStatus, llm_address, model_matches, probe_llm
 from desktop.theme import Theme
 from desktop.workers import Task, TaskContext, describe_error
 
@@ -231,7 +231,7 @@ class SettingsDialog(QDialog):
     def _kind_changed(self, *_: object) -> None:
         ollama = self.kind.currentData() == "ollama"
         self.url.setPlaceholderText(
-            f"Default: {Settings(home=self.backend.settings.home).resolved_llm_url}"
+            f"Default: {llm_address(Settings(home=self.backend.settings.home))}"
             if ollama
             else "For example http://127.0.0.1:1234/v1 (LM Studio)"
         )

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 
+from core.config import check_server_url
 from core.errors import (
     ContextTooSmallError,
     LLMError,
@@ -165,8 +166,11 @@ def _split_url(url: str) -> urllib.parse.SplitResult:
 
 
 def normalise_url(url: str, default_port: int | None = None) -> str:
-    """``scheme://host:port[/path]`` with no trailing slash; ``0.0.0.0`` means this machine."""
-    parts = _split_url(url.strip())
+    """``scheme://host:port[/path]`` with no trailing slash; ``0.0.0.0`` means this machine.
+
+    A malformed address raises ConfigError here, when the client is built, rather than a
+    ValueError from urllib at the first request."""
+    parts = _split_url(check_server_url(url))
     host = parts.hostname or "127.0.0.1"
     if host in ("0.0.0.0", "::", ""):  # a listen-everywhere address, not a destination
         host = "127.0.0.1"
@@ -897,7 +901,11 @@ class OpenAICompatClient:
 
 def make_client(settings: Settings, **timeouts: float) -> LLMClient:
     if settings.llm_kind == "openai":
-        base = settings.llm_url or "http://127.0.0.1:11434/v1"
+        base = (
+            check_server_url(settings.llm_url, "llm_url in settings.json")
+            if settings.llm_url.strip()
+            else "http://127.0.0.1:11434/v1"
+        )
         return OpenAICompatClient(base, settings.llm_api_key, **timeouts)
     if settings.llm_kind != "ollama":
         from core.errors import ConfigError

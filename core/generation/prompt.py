@@ -14,6 +14,7 @@ length, and ``num_ctx`` is set to cover them.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import secrets
@@ -35,23 +36,32 @@ CONTEXT_STEPS = (4096, 8192, 16384, 32768, 65536, 131072)
 
 # --- sanitising ------------------------------------------------------------------------
 
+# Blank look-alikes are here too: the braille blank (U+2800), the Hangul fillers and the
+# Mongolian vowel separator draw nothing but are letters or symbols to a tokenizer, so a
+# "blank" line of them can carry words a reader never sees.
 _INVISIBLE = re.compile(
     "["
     "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f"
-    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0"
+    "\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d159\U0001d173-\U0001d17a"
     "\U000e0000-\U000e007f\U000e0100-\U000e01ef"
     "]"
 )
 
 
 def strip_invisible(text: str) -> str:
-    """Remove characters that render as nothing but a model still reads."""
+    """Remove characters that render as nothing but a model still reads; the many
+    widths of space (U+2000-U+200A, no-break, ideographic...) become a plain space."""
     text = _INVISIBLE.sub("", text)
     out = []
     for ch in text:
         category = unicodedata.category(ch)
         if category == "Cf" or (category == "Cc" and ch not in "\n\t"):
             continue
+        if category == "Zs":
+            ch = " "
+        elif category in ("Zl", "Zp"):
+            ch = "\n"
         out.append(ch)
     return "".join(out)
 
@@ -60,14 +70,57 @@ def new_tag() -> str:
     return secrets.token_hex(4)
 
 
+# Characters that read as "<" or ">" to a model. A doubled run of them opens or closes a
+# source marker, so inside source text any such run becomes a harmless pair of single
+# guillemets (one « or » on its own, as French quotes it, is left alone).
+_OPENERS = "<\uff1c\ufe64\u2039\u00ab\u3008\u27e8\u300a\u2329\u276e\u276c\u29fc\u1438\u02c2"
+_CLOSERS = ">\uff1e\ufe65\u203a\u00bb\u3009\u27e9\u300b\u232a\u276f\u276d\u29fd\u1433\u02c3"
+_OPEN_RUN = re.compile(f"[{_OPENERS}]{{2,}}")
+_CLOSE_RUN = re.compile(f"[{_CLOSERS}]{{2,}}")
+
+
+# Where the compatibility forms of ASCII letters and digits live: Latin-1 ordinals and
+# superscripts, modifier letters, super/subscripts, letterlike symbols, enclosed forms,
+# fullwidth forms, mathematical alphanumerics and enclosed supplement.
+_LOOK_ALIKE_RANGES = (
+    (0x00AA, 0x00BA),
+    (0x1D2C, 0x1D6A),
+    (0x2070, 0x209C),
+    (0x2100, 0x214F),
+    (0x2460, 0x24FF),
+    (0xFF10, 0xFF5A),
+    (0x1D400, 0x1D7FF),
+    (0x1F100, 0x1F1FF),
+)
+
+
+@functools.cache
+def _look_alikes(ch: str) -> str:
+    """``ch`` and every character that NFKC folds to it in either case (fullwidth ａ,
+    mathematical 𝐚, circled ⓐ...), as a regex character class."""
+    want = ch.casefold()
+    found = {
+        chr(cp)
+        for low, high in _LOOK_ALIKE_RANGES
+        for cp in range(low, high + 1)
+        if unicodedata.normalize("NFKC", chr(cp)).casefold() == want
+    }
+    return "[" + re.escape(ch + ch.upper() + "".join(sorted(found))) + "]"
+
+
+def _tag_pattern(tag: str) -> re.Pattern[str]:
+    return re.compile("".join(_look_alikes(ch) for ch in tag), re.IGNORECASE)
+
+
 def _scrub(text: str, tag: str) -> str:
     text = strip_invisible(text).replace("\r\n", "\n").replace("\r", "\n")
-    return re.sub(re.escape(tag), "", text, flags=re.IGNORECASE)
+    text = _tag_pattern(tag).sub("", text)
+    return _CLOSE_RUN.sub("››", _OPEN_RUN.sub("‹‹", text))
 
 
 def _attr(text: str, tag: str) -> str:
     text = re.sub(r"\s+", " ", _scrub(text, tag)).strip()
-    return text.replace('"', "'").replace("<<", "‹‹").replace(">>", "››")[:200]
+    return text.replace('"', "'")[:200]
 
 
 # --- messages -------------------------------------------------------------------------
