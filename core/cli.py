@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from core import __version__
+from core.cli_args import positive_int
 from core.errors import LecternError
 from core.records import IndexProgress
 
@@ -31,17 +32,6 @@ if not sys.stderr.isatty():
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
-
-
-def positive_int(text: str) -> int:
-    """argparse type for counts such as ``-k``: 0 or a negative number is a usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
 
 
 def _fmt_duration(seconds: float | None) -> str:

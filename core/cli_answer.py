@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from core.cli import positive_int
+from core.cli_args import positive_int
 from core.config import load_settings
 from core.errors import ConfigError, LecternError
 from core.generation.citations import REFUSAL

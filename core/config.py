@@ -132,11 +132,10 @@ class Settings:
         host = os.environ.get("OLLAMA_HOST", "").strip()
         if not host:
             return DEFAULT_OLLAMA_HOST
-        host = check_server_url(host, "OLLAMA_HOST")
-        if urllib.parse.urlsplit(host).port is None:  # Ollama's own default applies
-            parts = urllib.parse.urlsplit(host)
-            host = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc + ":11434"))
-        return host
+        parts = urllib.parse.urlsplit(check_server_url(host, "OLLAMA_HOST"))
+        if parts.port is None:  # Ollama's own default applies
+            parts = parts._replace(netloc=parts.netloc + ":11434")
+        return urllib.parse.urlunsplit(parts)
 
     def save(self) -> None:
         data = {k: v for k, v in asdict(self).items() if k != "home"}

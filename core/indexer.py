@@ -20,7 +20,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -191,9 +191,7 @@ class Indexer:
                     for info in iter_files(path, self.ignore_patterns):
                         if info.path not in listed:
                             listed.add(info.path)
-                            on_disk.append(
-                                FileInfo(info.path, folder, info.size, info.mtime, info.special)
-                            )
+                            on_disk.append(replace(info, folder=folder))
                     continue
                 info = file_info(path, folder)
                 if info is not None and path not in listed:
@@ -392,7 +390,7 @@ class Indexer:
             self._vectors().maybe_compact()
             self.save_vectors(older_than_s=self.vector_save_interval_s)
         except (DiskFullError, duckdb.Error, OSError) as exc:
-            if not is_disk_full(exc) and not isinstance(exc, DiskFullError):
+            if not is_disk_full(exc):
                 raise
             log.warning("derived indexes not updated, the disk is full: %s", exc)
 
@@ -405,12 +403,12 @@ class Indexer:
             free = shutil.disk_usage(Path(str(self.db.path)).parent).free
         except OSError:
             return
+        if free >= MIN_FREE_BYTES:
+            return
         per_file = chunks_so_far / files_so_far if files_so_far else 10.0
         # A generous guess of 8 KB a chunk: a 1.5 KB float32 embedding, up to 256 tokens
         # of text and the index entries, written once to the log and again to the file.
-        needed = MIN_FREE_BYTES + int(files_left * per_file * 8192)
-        if free < MIN_FREE_BYTES:
-            raise disk_full_error(self.db.path, needed)
+        raise disk_full_error(self.db.path, MIN_FREE_BYTES + int(files_left * per_file * 8192))
 
     def save_vectors(self, older_than_s: float = 0.0) -> None:
         """Persist the vector file if it changed, unless saved less than ``older_than_s`` ago."""

@@ -64,14 +64,15 @@ class Library:
         self.db, notices = open_database(self.settings.db_path)
         # What was repaired at open, for the user to be told once (the CLI on standard
         # error, the app in its status bar); `lectern status` shows the recent ones.
-        self.recovery_notices: list[RecoveryNotice] = notices
+        self.recovery_notices: list[RecoveryNotice] = []
         self.backup = RecordBackup(self.settings.home / "backup")
+        self.conversations = ConversationStore(self.db.cursor, self.db.write_lock, self.backup)
         self.keyword = KeywordIndex(self.db, self.settings.home / KEYWORD_FILE)
         self.parser = ParserPool(self.settings.parse_timeout_s, self.settings.parse_memory_mb)
         self._vectors: VectorIndex | None = None
         self._chunker: Chunker | None = None
         self._retriever: Retriever | None = None
-        self._restore_record()
+        self._restore_record(notices)
         self._check_index_config()
         if self.keyword.recovery:
             self._notice(
@@ -103,10 +104,6 @@ class Library:
         """A removed file leaves no cached answer text behind."""
         self.conversations.forget_documents(paths)
 
-    @property
-    def conversations(self) -> ConversationStore:
-        return ConversationStore(self.db.cursor, self.db.write_lock, self.backup)
-
     # --- repairs at open ----------------------------------------------------------------
 
     def _notice(self, notice: RecoveryNotice) -> None:
@@ -126,17 +123,12 @@ class Library:
             return []
         return [e for e in entries if isinstance(e, dict)]
 
-    def _restore_record(self) -> None:
+    def _restore_record(self, notices: Sequence[RecoveryNotice]) -> None:
         """After a damaged database file or a lost log, bring back folders and
         conversations from the backup; on a first open with no backup yet, make one."""
-        lost = any(
-            n.kind in ("library_rebuilt", "log_set_aside", "log_cut_short")
-            for n in self.recovery_notices
-        )
-        for notice in list(self.recovery_notices):
-            self.recovery_notices.remove(notice)
+        for notice in notices:
             self._notice(notice)
-        if lost:
+        if any(n.kind in ("library_rebuilt", "log_set_aside", "log_cut_short") for n in notices):
             folders = self.backup.load_folders()
             with self.db.transaction() as cur:
                 for folder in folders:

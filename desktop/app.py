@@ -638,6 +638,7 @@ class Backend(QObject):
         settings = self.settings
 
         def answer(library: Library, ctx: TaskContext) -> None:
+            from core.errors import ConfigError
             from core.generation.llm import make_client
             from core.qa import DoneEvent, WarningEvent, ask
 
@@ -645,8 +646,8 @@ class Backend(QObject):
             problem: WarningEvent | None = None
             try:
                 client = make_client(settings)
-            except Exception as exc:  # a bad address: answer as with no server at all
-                message, hint = address_problem(settings, exc)
+            except ConfigError as exc:  # a bad address: answer as with no server at all
+                message, hint = address_problem(exc)
                 problem = WarningEvent(
                     f"{message} These are sentences extracted from your documents instead "
                     f"of a written answer. {hint}".strip(),
@@ -936,26 +937,17 @@ def llm_address(settings: Settings) -> str:
         return ""
     try:
         return settings.resolved_llm_url
-    except Exception:
+    except LecternError:  # a malformed OLLAMA_HOST: shown as written
         return os.environ.get("OLLAMA_HOST", "").strip()
 
 
-def address_problem(settings: Settings, exc: BaseException) -> tuple[str, str]:
-    """A sentence naming the setting at fault, and how to fix it, for a client that could
-    not be built (core says ``ConfigError``; an older core let a ``ValueError`` out)."""
+def address_problem(exc: LecternError) -> tuple[str, str]:
+    """Core's sentence naming the setting at fault, and how to fix it in the app."""
     fix = "Open Settings (Ctrl+,) and enter an address like http://127.0.0.1:11434."
-    if isinstance(exc, LecternError):
-        hint = exc.hint if exc.hint != type(exc).default_hint else ""
-        if "Settings" not in hint:
-            hint = f"{hint} {fix}".strip()
-        return exc.message, hint
-    if settings.llm_url:
-        where = f"The model server address “{settings.llm_url}” (llm_url in settings.json)"
-    else:
-        host = os.environ.get("OLLAMA_HOST", "").strip()
-        where = f"The model server address “{host}” (the OLLAMA_HOST environment variable)"
-        fix += " Or correct or unset OLLAMA_HOST and restart Lectern."
-    return f"{where} is not valid: {exc}.", fix
+    hint = exc.hint if exc.hint != type(exc).default_hint else ""
+    if "Settings" not in hint:
+        hint = f"{hint} {fix}".strip()
+    return exc.message, hint
 
 
 def probe_llm(settings: Settings) -> LLMStatus:
@@ -966,10 +958,9 @@ def probe_llm(settings: Settings) -> LLMStatus:
     kind = settings.llm_kind
     url = llm_address(settings)
     try:
-        url = settings.llm_url or (settings.resolved_llm_url if kind == "ollama" else "")
         client = make_client(settings, connect_timeout=3.0, request_timeout=8.0)
-    except (ConfigError, ValueError) as exc:
-        message, hint = address_problem(settings, exc)
+    except ConfigError as exc:
+        message, hint = address_problem(exc)
         return LLMStatus("invalid", kind, url, settings.llm_model, message=message, hint=hint)
     except LecternError as exc:
         return LLMStatus("error", kind, url, settings.llm_model, message=exc.message, hint=exc.hint)

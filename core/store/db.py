@@ -12,6 +12,7 @@ import glob
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +39,8 @@ def _quote(text: str) -> str:
 
 
 def is_disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, DiskFullError):
+        return True
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return True
     text = str(exc)
@@ -65,6 +68,23 @@ def disk_full_error(path: Path | str, needed_bytes: int = 0) -> DiskFullError:
         free_bytes=free,
         needed_bytes=needed,
     )
+
+
+def set_aside(path: Path, why: str) -> Path | None:
+    """Rename ``path`` (and its write-ahead log) to ``<name>.<why>-<timestamp>``, never
+    deleting it; returns the new name, or None when there was no file."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    kept: Path | None = None
+    for source in (path, Path(f"{path}.wal")):
+        if source.exists():
+            target = source.with_name(f"{source.name}.{why}-{stamp}")
+            n = 1
+            while target.exists():
+                n += 1
+                target = source.with_name(f"{source.name}.{why}-{stamp}-{n}")
+            os.replace(source, target)
+            kept = kept or target
+    return kept
 
 
 def _open_error(path: Path, exc: duckdb.Error) -> StoreError:

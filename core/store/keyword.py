@@ -36,9 +36,7 @@ newer than the new base).
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,8 +44,8 @@ from pathlib import Path
 
 import duckdb
 
-from core.errors import IndexBusyError, StoreError
-from core.store.db import Database, is_disk_full
+from core.errors import DiskFullError, IndexBusyError, StoreError
+from core.store.db import Database, set_aside
 
 log = logging.getLogger(__name__)
 
@@ -75,27 +73,6 @@ def _schema(table: str) -> str:
     return f"{ALIAS}.fts_main_{table}"
 
 
-def _busy(exc: StoreError) -> bool:
-    return isinstance(exc, IndexBusyError) or is_disk_full(exc)
-
-
-def set_aside(path: Path, why: str) -> Path | None:
-    """Rename ``path`` (and its write-ahead log) to ``<name>.<why>-<timestamp>``, never
-    deleting it; returns the new name, or None when there was no file."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    kept: Path | None = None
-    for source in (path, Path(f"{path}.wal")):
-        if source.exists():
-            target = source.with_name(f"{source.name}.{why}-{stamp}")
-            n = 1
-            while target.exists():
-                n += 1
-                target = source.with_name(f"{source.name}.{why}-{stamp}-{n}")
-            os.replace(source, target)
-            kept = kept or target
-    return kept
-
-
 class KeywordIndex:
     """``path`` None keeps the index in memory (a library in memory, in tests)."""
 
@@ -119,7 +96,7 @@ class KeywordIndex:
             self._ensure_meta()
             return
         except (StoreError, duckdb.Error) as exc:
-            if self.path is None or (isinstance(exc, StoreError) and _busy(exc)):
+            if self.path is None or isinstance(exc, (IndexBusyError, DiskFullError)):
                 raise
             log.warning("keyword index %s unusable (%s); rebuilding it", self.path, exc)
             self.db.detach(ALIAS)
@@ -179,10 +156,9 @@ class KeywordIndex:
         return True
 
     def status(self) -> str:
-        """What a person is told about keyword search: ready, rebuilding or updating."""
-        if self.state().base is None and self.merging:
-            return "rebuilding"
-        if self.recovery and (self.merging or self.state().base is None):
+        """What a person is told about keyword search: ready, rebuilding or updating.
+        ``recovery`` stays set until a rebuilt base is switched in."""
+        if self.recovery:
             return "rebuilding"
         return "ready" if self.is_current() else "updating"
 

@@ -21,8 +21,7 @@ from pathlib import Path
 
 from core.errors import DamagedStoreError, UnreplayableLogError
 from core.records import RecoveryNotice
-from core.store.db import Database
-from core.store.keyword import set_aside
+from core.store.db import Database, set_aside
 
 log = logging.getLogger(__name__)
 

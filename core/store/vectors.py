@@ -119,9 +119,8 @@ class VectorIndex:
                     log.warning("vector index %s unusable (%s); rebuilding", self.path, exc)
                     why = f" ({exc})"
             if not loaded:
-                existed = self.path.exists()
                 self.rebuild()
-                self.repair_report = f"rebuilt, damaged{why}" if existed else "rebuilt"
+                self.repair_report = f"rebuilt, damaged{why}" if why else "rebuilt"
                 return self.repair_report
             self.repair_report = self.reconcile()
             return self.repair_report
