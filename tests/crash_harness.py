@@ -296,8 +296,11 @@ def reopen(home: Path) -> tuple[bool, float, str, list[str]]:
         try:
             repairs = [str(n.kind) for n in getattr(lib, "recovery_notices", ())]
             json.dumps(lib.status())
-            if len(lib.vectors) and str(lib.vectors.repair_report).startswith("rebuilt"):
-                repairs.append("vectors_rebuilt")
+            # A kill before the vector file was first saved leaves it far behind DuckDB:
+            # it is rebuilt from the stored embeddings (not damage: no notice is shown).
+            report = str(lib.vectors.repair_report) if len(lib.vectors) else ""
+            if report.startswith("rebuilt") and "vectors_rebuilt" not in repairs:
+                repairs.append("vector_file_caught_up")
         finally:
             lib.close()
     except Exception as exc:
