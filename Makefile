@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install run test lint eval bench clean package package-test
+.PHONY: install run test test-fast lint eval bench clean package package-test
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,9 +25,15 @@ run: install
 test: install
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not packaging"
 
+# Everyday work: everything but the tests marked slow (real model on many files, crash
+# torture, hostile inputs), in a few minutes. `make test` stays the whole suite.
+test-fast: install
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not packaging and not slow"
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) -m mypy
 
 eval: install
 	$(VENV)/bin/lectern eval --beir ../shared/data/scifact --mode all

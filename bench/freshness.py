@@ -36,10 +36,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.chunking import sentence_spans
 from core.config import Settings
 from core.embedding import load_embedder
 from core.library import Library
+from core.text import split_sentences
 from core.watch import FolderWatcher
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -79,7 +79,7 @@ def real_sentences(rng: random.Random, limit: int = 40_000) -> list[str]:
         with open(path, encoding="utf-8") as handle:
             for line in handle:
                 text = json.loads(line)["text"]
-                sentences.extend(text[s:e] for s, e in sentence_spans(text) if 40 < e - s < 300)
+                sentences.extend(text[s:e] for s, e in split_sentences(text) if 40 < e - s < 300)
                 if len(sentences) >= limit:
                     break
     if not sentences:  # no evaluation data here: plain synthetic sentences

@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.chunking import sentence_spans
 from core.config import Settings
 from core.embedding import load_embedder
 from core.library import Library
+from core.text import split_sentences
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 SECTIONS_PER_FILE = 50
@@ -39,7 +39,7 @@ def real_sentences(limit: int = 60_000) -> list[str]:
     with open(SHARED / "scifact" / "corpus.jsonl", encoding="utf-8") as handle:
         for line in handle:
             text = json.loads(line)["text"]
-            sentences.extend(text[s:e] for s, e in sentence_spans(text) if 40 < e - s < 400)
+            sentences.extend(text[s:e] for s, e in split_sentences(text) if 40 < e - s < 400)
             if len(sentences) >= limit:
                 break
     return sentences

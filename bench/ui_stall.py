@@ -260,7 +260,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from core.config import Settings
-    from desktop.app import Backend
+    from desktop.backend import Backend
     from desktop.main_window import MainWindow
     from desktop.theme import Theme
     from tests.fake_ollama import FakeOllama

@@ -22,20 +22,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from core.records import Block, BlockKind, Chunk, ParsedDocument
+from core.text import split_sentences
 
-CHUNKER_VERSION = "2"
+CHUNKER_VERSION = "4"  # 3: no file name as context; 4: sentences from core.text (CJK, bullets)
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] count against the model's 256
 MAX_CONTEXT_TOKENS = 48
 
 TokenCounter = Callable[[str], int]
-
-# A sentence ends at . ! ? (optionally followed by closing quotes/brackets) and whitespace,
-# when the next thing looks like a sentence start. Abbreviations such as "e.g." or "Fig."
-# are kept inside sentences because the next word is usually lowercase or a number.
-_SENTENCE_END = re.compile(r"""(?<=[.!?])["'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9À-ÖØ-Þ])|\n\s*\n""")
-_ABBREVIATIONS = re.compile(
-    r"\b(?:e\.g|i\.e|et al|Fig|Figs|Eq|No|Dr|Mr|Mrs|Ms|vs|cf|etc|approx)\.$", re.I
-)
 
 
 @dataclass(frozen=True)
@@ -45,41 +38,6 @@ class _Unit:
     tokens: int
     heading_path: tuple[str, ...]
     section: int  # index of the section (heading) this unit belongs to
-
-
-def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
-    """Sentence boundaries inside ``text[start:end]`` as absolute offsets, whitespace trimmed."""
-    end = len(text) if end is None else end
-    spans: list[tuple[int, int]] = []
-    cursor = start
-    for match in _SENTENCE_END.finditer(text, start, end):
-        candidate = text[cursor : match.start()]
-        if _ABBREVIATIONS.search(candidate):
-            continue
-        spans.append((cursor, match.start()))
-        cursor = match.end()
-    spans.append((cursor, end))
-    trimmed = []
-    for s, e in spans:
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if e > s:
-            trimmed.append((s, e))
-    return trimmed
-
-
-def _line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    spans = []
-    cursor = start
-    while cursor < end:
-        newline = text.find("\n", cursor, end)
-        line_end = end if newline == -1 else newline
-        if line_end > cursor:
-            spans.append((cursor, line_end))
-        cursor = line_end + 1
-    return spans
 
 
 def _word_pieces(
@@ -135,11 +93,15 @@ class Chunker:
             context = context[pieces[0][0] : pieces[0][1]] + " …" if pieces else ""
         return context
 
-    def chunk(self, doc: ParsedDocument) -> list[Chunk]:
+    def chunk(self, doc: ParsedDocument, *, file_stem: str = "") -> list[Chunk]:
+        """``file_stem``: the file's name without its extension. A title that is only the
+        file name (the parsers' fallback for an untitled document) is kept out of the
+        context: a name like ``4380635-3f2a`` is noise to both BM25 and the embedding."""
         units = list(self._units(doc))
         chunks: list[Chunk] = []
+        title = "" if file_stem and doc.title.strip() == file_stem.strip() else doc.title
         for section_units in _group_by_section(units):
-            context = self.context_for(doc.title, section_units[0].heading_path)
+            context = self.context_for(title, section_units[0].heading_path)
             budget = self.max_tokens - SPECIAL_TOKENS - (self._count(context) + 1 if context else 0)
             for group in self._pack(section_units, budget):
                 chunks.append(self._make_chunk(doc, group, context, budget, len(chunks)))
@@ -167,7 +129,7 @@ class Chunker:
             return [(block.start, block.end)] if block.end > block.start else []
         if block.kind in (BlockKind.HEADING, BlockKind.LIST_ITEM):
             return [(block.start, block.end)] if text[block.start : block.end].strip() else []
-        return sentence_spans(text, block.start, block.end)
+        return split_sentences(text, block.start, block.end)
 
     def _pack(self, units: list[_Unit], budget: int) -> list[list[_Unit]]:
         # Whole tables/code blocks that are too big arrive here as one unit over budget:

@@ -14,16 +14,15 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from core import __version__
 from core.cli_args import positive_int
+from core.cli_common import ProgressBar, open_library
 from core.errors import LecternError
-from core.records import IndexProgress
+from core.offline import force_offline
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+force_offline()
 if not sys.stderr.isatty():
     # The model loader's "Loading weights 0/103" bar is for a person watching a terminal;
     # in a pipe or a log it is noise on every command. Read once, when huggingface_hub is
@@ -34,70 +33,10 @@ EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 
-def _fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "--:--"
-    seconds = int(seconds)
-    return (
-        f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-        if seconds >= 3600
-        else f"{seconds // 60:02d}:{seconds % 60:02d}"
-    )
-
-
-class ProgressBar:
-    """A one-line progress bar on stderr: files and chunks done, rate, time left."""
-
-    def __init__(self, stream: TextIO | None = None, min_interval: float = 0.2) -> None:
-        # Looked up per bar, not bound at import: sys.stderr may have been replaced since.
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() or os.environ.get("LECTERN_PROGRESS") == "1"
-        self.min_interval = min_interval
-        self._last = 0.0
-        self._shown = False
-
-    def __call__(self, p: IndexProgress) -> None:
-        now = time.monotonic()
-        final = p.files_done >= p.files_total
-        if not self.enabled or (now - self._last < self.min_interval and not final):
-            return
-        self._last = now
-        width = 28
-        frac = p.files_done / p.files_total if p.files_total else 1.0
-        bar = "█" * int(width * frac) + "░" * (width - int(width * frac))
-        chunk_rate = p.chunks_done / p.elapsed_s if p.elapsed_s > 0 else 0.0
-        line = (
-            f"\r{bar} {p.files_done}/{p.files_total} files  {p.chunks_done} chunks  "
-            f"{chunk_rate:.1f} chunks/s  ETA {_fmt_duration(p.eta_s)}"
-        )
-        if p.failed:
-            line += f"  {p.failed} failed"
-        self.stream.write(line[:160].ljust(100))
-        self.stream.flush()
-        self._shown = True
-
-    def close(self) -> None:
-        if self._shown:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-def _open_library():
-    from core.library import Library
-
-    library = Library()
-    # What was repaired at open is said once, where the person is looking.
-    for notice in library.recovery_notices:
-        print(f"{notice.message} {notice.hint}".strip(), file=sys.stderr)
-        if notice.kept_at:
-            print(f"  (kept at {notice.kept_at})", file=sys.stderr)
-    return library
-
-
 def cmd_index(args: argparse.Namespace) -> int:
     from core.indexer import Controls
 
-    library = _open_library()
+    library = open_library()
     bar = ProgressBar()
     controls = Controls()
     try:
@@ -143,7 +82,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    library = _open_library()
+    library = open_library()
     status = library.status()
     library.close()
     if args.json:
@@ -207,7 +146,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not any(ch.isalnum() for ch in args.query):
         print("Type some words to search for.", file=sys.stderr)
         return EXIT_ERROR
-    library = _open_library()
+    library = open_library()
     started = time.monotonic()
     hits = library.search(
         args.query, k=args.k, mode=args.mode, folders=args.folder, types=args.type
@@ -230,32 +169,51 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("No matching passages. Is the folder indexed? See `lectern status`.")
         return 0
     for i, hit in enumerate(hits, start=1):
-        page = f", page {hit.page}" if hit.page else ""
+        place = f", {hit.location}" if hit.location else ""
         snippet = " ".join(hit.text.split())
-        print(f"[{i}] {hit.path}{page}  (score {hit.score:.4f})")
+        print(f"[{i}] {hit.path}{place}  (score {hit.score:.4f})")
         print(f"    {snippet[:300]}{'…' if len(snippet) > 300 else ''}")
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from core.eval import evaluate
+    from core.eval import evaluate_many
 
     modes = ("hybrid", "bm25", "dense") if args.mode == "all" else (args.mode,)
     bar = ProgressBar()
-    summary = evaluate(Path(args.beir), split=args.split, modes=modes, progress=bar)
+    result = evaluate_many(
+        [Path(b) for b in args.beir], split=args.split, modes=modes, progress=bar
+    )
     bar.close()
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(result))
         return 0
-    print(
-        f"{summary['dataset']} ({summary['split']}): {summary['queries']} queries, "
-        f"{summary['documents']} documents, {summary['chunks']} chunks, indexed in {summary['index_s']} s"
-    )
     keys = ["ndcg@10", "mrr@10", "recall@5", "recall@10", "recall@20", "recall@50", "query_ms"]
-    print("mode     " + "  ".join(f"{k:>9}" for k in keys))
-    for mode, scores in summary["by_mode"].items():  # type: ignore[union-attr]
-        print(f"{mode:8} " + "  ".join(f"{scores[k]:>9}" for k in keys))
-    print(json.dumps(summary))
+    for summary in result["sets"]:
+        print(
+            f"{summary['dataset']} ({summary['split']}): {summary['queries']} queries, "
+            f"{summary['documents']} documents, {summary['chunks']} chunks, "
+            f"indexed in {summary['index_s']} s"
+        )
+        print("mode     " + "  ".join(f"{k:>9}" for k in keys))
+        for mode, scores in summary["by_mode"].items():
+            print(f"{mode:8} " + "  ".join(f"{scores[k]:>9}" for k in keys))
+        if "hybrid_minus_best_single" in summary:
+            print(
+                f"hybrid - best single mode (nDCG@10): {summary['hybrid_minus_best_single']:+.4f}"
+            )
+        print()
+    if len(result["sets"]) > 1 and args.mode == "all":
+        print(f"{'nDCG@10':24} {'hybrid':>8} {'bm25':>8} {'dense':>8} {'hyb-best':>9}")
+        for summary in result["sets"]:
+            by = summary["by_mode"]
+            print(
+                f"{summary['dataset']:24} {by['hybrid']['ndcg@10']:>8.4f} "
+                f"{by['bm25']['ndcg@10']:>8.4f} {by['dense']['ndcg@10']:>8.4f} "
+                f"{summary['hybrid_minus_best_single']:>+9.4f}"
+            )
+    print("configuration: " + ", ".join(f"{k}={v}" for k, v in result["config"].items()))
+    print(json.dumps(result))
     return 0
 
 
@@ -291,25 +249,27 @@ def build_parser() -> tuple[
     p.add_argument("--json", action="store_true")
     handlers["search"] = cmd_search
 
-    p = sub.add_parser("eval", help="measure retrieval on a BEIR-format dataset")
-    p.add_argument("--beir", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels/")
-    p.add_argument("--split", default="test")
+    p = sub.add_parser("eval", help="measure retrieval on BEIR-format data sets")
+    p.add_argument(
+        "--beir",
+        required=True,
+        action="append",
+        help="folder with corpus.jsonl, queries.jsonl, qrels/ (repeatable: one run, several sets)",
+    )
+    p.add_argument(
+        "--split",
+        default="test",
+        help="qrels/<split>.tsv: test, or train when tuning (default test)",
+    )
     p.add_argument("--mode", choices=("hybrid", "bm25", "dense", "all"), default="all")
     p.add_argument("--json", action="store_true")
     handlers["eval"] = cmd_eval
 
-    try:
-        from core import cli_answer
-    except ImportError:
-        cli_answer = None  # type: ignore[assignment]
-    if cli_answer is not None:
-        handlers.update(cli_answer.register(sub))
-    try:
-        from core import cli_watch
-    except ImportError:
-        cli_watch = None  # type: ignore[assignment]
-    if cli_watch is not None:
-        handlers.update(cli_watch.register(sub))
+    # Imported here, not at the top: `lectern --version` must not load the HTTP client.
+    from core import cli_answer, cli_watch
+
+    handlers.update(cli_answer.register(sub))
+    handlers.update(cli_watch.register(sub))
     return parser, handlers
 
 

@@ -55,10 +55,10 @@ def _emit(
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from core.cli import ProgressBar, _open_library
+    from core.cli_common import ProgressBar, open_library
     from core.watch import AppliedBatch, FolderWatcher
 
-    library = _open_library()
+    library = open_library()
     out_lock = threading.Lock()
     bar_holder: list[ProgressBar] = [ProgressBar()]
 

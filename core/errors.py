@@ -70,6 +70,12 @@ class NoTextError(ParseError):
     default_hint = "Run OCR on the file (for example with ocrmypdf) so it has a text layer."
 
 
+class ScannedError(NoTextError):
+    """A PDF with no text layer whose pages are images: OCR may read it (a later pass)."""
+
+    default_hint = "Turn on reading scanned pages (ocr_enabled) in the settings to index it."
+
+
 class DamagedFileError(ParseError):
     default_hint = "Re-export or re-download the file; it is damaged."
 
@@ -81,7 +87,10 @@ class ParseLimitError(ParseError):
 
 
 class UnsupportedFileError(ParseError):
-    default_hint = "Lectern reads PDF, text, Markdown, HTML and Word (.docx) files."
+    default_hint = (
+        "Lectern reads PDF, text, Markdown, HTML, Word (.docx), OpenDocument, RTF, EPUB, "
+        "PowerPoint (.pptx), Excel (.xlsx), CSV and e-mail (.eml, .mbox) files."
+    )
 
 
 # --- answering -----------------------------------------------------------------
@@ -110,7 +119,7 @@ class LLMTimeoutError(LLMError):
 
 
 class StreamInterruptedError(LLMError):
-    default_hint = "The server stopped mid-answer; the partial answer is kept. Try again."
+    default_hint = "What arrived is kept; ask again for a complete answer."
 
 
 class ContextTooSmallError(LLMError):

@@ -160,7 +160,9 @@ def evaluate(
     key = hashlib.sha1(
         f"{corpus_file}|{corpus_file.stat().st_size}|{corpus_file.stat().st_mtime}".encode()
     ).hexdigest()[:12]
-    root = scratch or (base.home / "eval" / f"{beir_dir.name}-{key}")
+    # Resolved: the indexed paths are the real ones, so a scratch folder reached through a
+    # link (moved to a bigger disk) is still the same index.
+    root = (scratch or (base.home / "eval" / f"{beir_dir.name}-{key}")).resolve()
     docs = root / "docs"
     mapping = materialize(beir, docs)
     eval_settings = replace(base, home=root / "home")
@@ -200,3 +202,45 @@ def evaluate(
     summary["failed"] = report.failed
     summary["scratch"] = os.fspath(root)
     return summary
+
+
+def configuration(settings: Settings) -> dict[str, object]:
+    """What produced a run's figures: the model, the fusion and its constants."""
+    from core.fusion import FusionParams
+
+    params = FusionParams(depth=settings.candidates)
+    config: dict[str, object] = {
+        "embedding_model": settings.embedding_model,
+        "fusion": settings.fusion,
+        "candidate_documents": settings.candidates,
+    }
+    if settings.fusion == "rrf":
+        config["rrf_k"] = settings.rrf_k
+    else:
+        config["bm25_prior"] = params.bm25_prior
+        config["confidence_power"] = params.confidence_power
+    return config
+
+
+def evaluate_many(
+    beir_dirs: Iterable[Path],
+    *,
+    split: str = "test",
+    modes: Iterable[str] = ("hybrid", "bm25", "dense"),
+    settings: Settings | None = None,
+    progress: Callable[[IndexProgress], None] | None = None,
+) -> dict[str, Any]:
+    """``evaluate`` on each data set, with "hybrid − best single mode" per set."""
+    base = settings or load_settings()
+    modes = tuple(modes)
+    sets = []
+    for beir_dir in beir_dirs:
+        summary = evaluate(beir_dir, split=split, modes=modes, settings=base, progress=progress)
+        by_mode: dict[str, dict[str, float]] = summary["by_mode"]  # type: ignore[assignment]
+        singles = [by_mode[m]["ndcg@10"] for m in ("bm25", "dense") if m in by_mode]
+        if "hybrid" in by_mode and singles:
+            summary["hybrid_minus_best_single"] = round(
+                by_mode["hybrid"]["ndcg@10"] - max(singles), 4
+            )
+        sets.append(summary)
+    return {"split": split, "config": configuration(base), "sets": sets}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import json
 import logging
 import os
 import queue
@@ -28,16 +27,31 @@ import numpy as np
 
 from core.chunking import Chunker
 from core.embedding import Embedder
-from core.errors import DiskFullError, ParseError
-from core.ingest.registry import detect_type, skip_reason
+from core.errors import DiskFullError, ParseError, ScannedError
+from core.ingest.registry import CONTAINER_TYPES, detect_type, skip_reason
 from core.ingest.sandbox import ParserPool
-from core.records import Chunk, DocState, IndexProgress, IndexReport, ParsedDocument
-from core.scan import FileInfo, file_info, is_ignored_in, iter_files
-from core.store.db import MIN_FREE_BYTES, Database, disk_full_error, is_disk_full
+from core.records import (
+    DocState,
+    FileInfo,
+    IndexPlan,
+    IndexProgress,
+    IndexReport,
+    ParsedDocument,
+    PreparedFile,
+)
+from core.scan import attachment_path, container_in, file_info, is_ignored_in, iter_files
+from core.store import ocr as ocr_store
+from core.store.attachments import attached_paths
+from core.store.db import MIN_FREE_BYTES, disk_full_error, is_disk_full
+from core.store.documents import DocumentStore
 from core.store.keyword import KeywordIndex
-from core.store.vectors import VectorIndex, blobs_to_matrix
+from core.store.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
+
+# Put on the queue between the digital files and the scanned ones: what was read so far
+# is made searchable before OCR starts, since OCR can take minutes.
+_OCR_STARTS = "ocr-starts"
 
 ProgressCallback = Callable[[IndexProgress], None]
 EMBED_BATCH_CHUNKS = 64
@@ -79,26 +93,6 @@ class Controls:
                 return
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    info: FileInfo
-    content_hash: str
-    doc_type: str | None
-    parsed: ParsedDocument | None = None
-    chunks: tuple[Chunk, ...] = ()
-    reuse_from: int | None = None  # document id with identical content already embedded
-    state: DocState = DocState.INDEXED
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Plan:
-    to_index: tuple[FileInfo, ...]
-    to_remove: tuple[str, ...]
-    touched: tuple[FileInfo, ...]  # same content, new mtime: metadata update only
-    unchanged: int
-
-
 def _root_of(path: str, folders: Sequence[str]) -> str | None:
     """The library folder that holds ``path``."""
     return next(
@@ -120,7 +114,7 @@ def _under(sorted_paths: list[str], folder: str) -> list[str]:
 class Indexer:
     def __init__(
         self,
-        db: Database,
+        store: DocumentStore,
         keyword: KeywordIndex,
         vectors: Callable[[], VectorIndex],
         embedder: Callable[[], Embedder],
@@ -128,8 +122,10 @@ class Indexer:
         parser: ParserPool,
         index_config: str,
         ignore_patterns: Sequence[str] = (),
+        embed_batch_size: int = 32,
     ) -> None:
-        self.db = db
+        self.store = store
+        self.db = store.db
         self.keyword = keyword
         self._vectors = vectors
         self._embedder = embedder
@@ -137,6 +133,7 @@ class Indexer:
         self.parser = parser
         self.index_config = index_config
         self.ignore_patterns = tuple(ignore_patterns)
+        self.embed_batch_size = embed_batch_size
         # One run at a time: the watcher, a full index and a folder removal must not
         # interleave their plans and writes.
         self.lock = threading.RLock()
@@ -151,21 +148,13 @@ class Indexer:
 
     # --- planning ---------------------------------------------------------------
 
-    def plan(self, folders: Iterable[str], only: Iterable[str] | None = None) -> Plan:
+    def plan(self, folders: Iterable[str], only: Iterable[str] | None = None) -> IndexPlan:
         """Compare disk with the database. ``only`` limits the plan to these paths
         (used by the watcher); otherwise whole folders are scanned. A folder in ``only``
         stands for everything under it: what is on disk now and what was indexed there
         (a folder deleted, moved away or moved in)."""
-        cur = self.db.cursor()
-        known: dict[str, tuple[int, float, str, str, str | None]] = {}
         folder_list = list(folders)
-        roots = set(folder_list)
-        rows = cur.execute(
-            "SELECT path, size, mtime, state, content_hash, index_config, folder FROM documents"
-        ).fetchall()
-        for path, size, mtime, state, digest, config, folder in rows:
-            if folder in roots:
-                known[path] = (size, mtime, state, digest, config)
+        known = self.store.known_files(set(folder_list))
         on_disk: list[FileInfo] = []
         if only is None:
             for folder in folder_list:
@@ -176,8 +165,8 @@ class Indexer:
             sorted_known: list[str] | None = None
             listed: set[str] = set()
             for path in only:
-                folder = _root_of(path, folder_list)
-                if folder is None:
+                root = _root_of(path, folder_list)
+                if root is None:
                     continue
                 candidates.add(path)
                 if path not in known:
@@ -185,48 +174,55 @@ class Indexer:
                     if sorted_known is None:
                         sorted_known = sorted(known)
                     candidates.update(_under(sorted_known, path))
-                if is_ignored_in(path, folder, self.ignore_patterns):
+                if is_ignored_in(path, root, self.ignore_patterns):
                     continue  # as in a full scan: not part of the library (removed if known)
                 if os.path.isdir(path):
                     for info in iter_files(path, self.ignore_patterns):
                         if info.path not in listed:
                             listed.add(info.path)
-                            on_disk.append(replace(info, folder=folder))
+                            on_disk.append(replace(info, folder=root))
                     continue
-                info = file_info(path, folder)
-                if info is not None and path not in listed:
+                entry = file_info(path, root)
+                if entry is not None and path not in listed:
                     listed.add(path)
-                    on_disk.append(info)
+                    on_disk.append(entry)
         seen = {f.path for f in on_disk}
         to_index: list[FileInfo] = []
         touched: list[FileInfo] = []
         unchanged = 0
+        # Scans that failed while OCR was off are read once it is on.
+        scanned = ocr_store.scanned_waiting(self.db.cursor()) if self.parser.ocr_enabled else set()
         for info in on_disk:
             prior = known.get(info.path)
-            if prior is None:
+            if prior is None or info.path in scanned:
                 to_index.append(info)
                 continue
-            size, mtime, state, digest, config = prior
             if (
-                state == DocState.PENDING.value
-                or (state == DocState.INDEXED.value and config != self.index_config)
-                or size != info.size
+                prior.state == DocState.PENDING.value
+                or (
+                    prior.state == DocState.INDEXED.value
+                    and prior.index_config != self.index_config
+                )
+                or prior.size != info.size
             ):
                 to_index.append(info)
-            elif mtime != info.mtime and info.special:
+            elif prior.mtime != info.mtime and info.special:
                 to_index.append(info)  # never hashed: a pipe would block the open
-            elif mtime != info.mtime:
+            elif prior.mtime != info.mtime:
                 # Same size, new mtime: only a hash tells whether the content changed
                 # (a `touch`, a copy, a sync tool re-writing the same bytes).
                 try:
-                    same = file_hash(info.path) == digest
+                    same = file_hash(info.path) == prior.content_hash
                 except OSError:
                     same = False
                 (touched if same else to_index).append(info)
             else:
                 unchanged += 1
-        to_remove = tuple(sorted(p for p in candidates if p not in seen))
-        return Plan(tuple(to_index), to_remove, tuple(touched), unchanged)
+        # An attachment is never on disk: it stays while the file it came in is there.
+        to_remove = tuple(
+            sorted(p for p in candidates if p not in seen and container_in(p, seen) is None)
+        )
+        return IndexPlan(tuple(to_index), to_remove, tuple(touched), unchanged)
 
     # --- running ----------------------------------------------------------------
 
@@ -257,10 +253,10 @@ class Indexer:
         # re-embedding them. Only sizes that match a new file can be such a source.
         move_sources = self._possible_move_sources(plan)
         removed = self.remove_paths([p for p in plan.to_remove if p not in move_sources])
-        self._touch(plan.touched)
+        self.store.touch(plan.touched)
         counts = {"added": 0, "updated": 0, "failed": 0, "skipped": 0, "embedded": 0, "reused": 0}
         failures: list[tuple[str, str]] = []
-        existing = self._existing_paths([f.path for f in plan.to_index])
+        existing = self.store.indexed_before([f.path for f in plan.to_index])
         total = len(plan.to_index)
         done = 0
 
@@ -279,7 +275,7 @@ class Indexer:
                 )
 
         report()
-        prepared_queue: queue.Queue[_Prepared | None] = queue.Queue(maxsize=32)
+        prepared_queue: queue.Queue[PreparedFile | str | None] = queue.Queue(maxsize=32)
         stop_producer = threading.Event()
         producer = threading.Thread(
             target=self._produce,
@@ -288,13 +284,17 @@ class Indexer:
             name="lectern-parse",
         )
         producer.start()
-        pending: list[_Prepared] = []
+        pending: list[PreparedFile] = []
         pending_chunks = 0
         finished = False
         last_publish = time.monotonic()
+        publish_now = False
         try:
             while not (finished and not pending):
                 idle = False
+                if publish_now and not pending:
+                    self.publish()
+                    last_publish, publish_now = time.monotonic(), False
                 try:
                     # With work waiting, look for more only briefly: a batch that spans
                     # files embeds faster, but the model must not sit idle.
@@ -306,10 +306,13 @@ class Indexer:
                 else:
                     if item is None:
                         finished = True
+                    elif isinstance(item, str):  # _OCR_STARTS
+                        idle = publish_now = True
                     else:
                         pending.append(item)
                         if item.reuse_from is None:
                             pending_chunks += len(item.chunks)
+                            pending_chunks += sum(len(a.chunks) for a in item.attached)
                 if not pending or not (finished or idle or pending_chunks >= EMBED_BATCH_CHUNKS):
                     continue
                 controls.wait_if_paused()
@@ -320,7 +323,7 @@ class Indexer:
                 for prepared in batch:
                     vectors_for, fresh = vectors.get(prepared.info.path, (None, 0))
                     self._ensure_space(total - done, counts["embedded"] + counts["reused"], done)
-                    chunks_written = self._write(prepared, vectors_for)
+                    chunks_written = self._write(prepared, vectors_for, vectors)
                     done += 1
                     if prepared.state is DocState.FAILED:
                         counts["failed"] += 1
@@ -334,10 +337,10 @@ class Indexer:
                     counts["embedded"] += fresh
                     counts["reused"] += chunks_written - fresh
                     report(prepared.info.path)
-                if time.monotonic() - last_publish > PUBLISH_EVERY_S:
+                if publish_now or time.monotonic() - last_publish > PUBLISH_EVERY_S:
                     # Long runs: make finished files searchable and persist vectors as we go.
                     self.publish()
-                    last_publish = time.monotonic()
+                    last_publish, publish_now = time.monotonic(), False
         finally:
             stop_producer.set()
             deadline = time.monotonic() + 2.0
@@ -364,19 +367,12 @@ class Indexer:
             failures=tuple(failures),
         )
 
-    def _possible_move_sources(self, plan: Plan) -> set[str]:
+    def _possible_move_sources(self, plan: IndexPlan) -> set[str]:
         if not plan.to_remove or not plan.to_index:
             return set()
-        rows = (
-            self.db.cursor()
-            .execute(
-                """SELECT path FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[]))
-                   AND state = 'indexed' AND size IN (SELECT unnest(?::BIGINT[]))""",
-                [list(plan.to_remove), sorted({f.size for f in plan.to_index})],
-            )
-            .fetchall()
+        return self.store.indexed_paths_of_sizes(
+            plan.to_remove, sorted({f.size for f in plan.to_index})
         )
-        return {r[0] for r in rows}
 
     def publish(self) -> None:
         """Make committed changes visible to keyword search and persist the vector file.
@@ -421,84 +417,131 @@ class Indexer:
     def _produce(
         self,
         files: Sequence[FileInfo],
-        out: queue.Queue[_Prepared | None],
+        out: queue.Queue[PreparedFile | str | None],
         controls: Controls,
         stop: threading.Event,
     ) -> None:
+        def put(item: PreparedFile | str | None) -> None:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.2)
+                    break
+                except queue.Full:
+                    continue
+
+        scanned: list[PreparedFile] = []
         try:
             for info in files:
                 controls.wait_if_paused()
                 if controls.cancel.is_set() or stop.is_set():
                     break
                 prepared = self._prepare(info)
-                while not stop.is_set():
-                    try:
-                        out.put(prepared, timeout=0.2)
-                        break
-                    except queue.Full:
-                        continue
+                if prepared.state is DocState.PENDING:
+                    scanned.append(prepared)  # OCR reads it after every digital file
+                else:
+                    put(prepared)
+            if scanned and not (controls.cancel.is_set() or stop.is_set()):
+                put(_OCR_STARTS)
+            for waiting in scanned:
+                controls.wait_if_paused()
+                if controls.cancel.is_set() or stop.is_set():
+                    break
+                put(self._prepare_scanned(waiting))
         finally:
             # The end marker must arrive even when the queue is full while the consumer
             # embeds a large batch; only an abandoned run (stop set) may drop it.
-            while not stop.is_set():
-                try:
-                    out.put(None, timeout=0.2)
-                    break
-                except queue.Full:
-                    continue
+            put(None)
 
-    def _prepare(self, info: FileInfo) -> _Prepared:
+    def _prepare(self, info: FileInfo) -> PreparedFile:
         if info.special:
-            return _Prepared(info, "", None, state=DocState.SKIPPED, reason=info.special)
+            return PreparedFile(info, "", None, state=DocState.SKIPPED, reason=info.special)
         try:
             digest = file_hash(info.path)
         except OSError as exc:
-            return _Prepared(
+            return PreparedFile(
                 info,
                 "",
                 None,
                 state=DocState.FAILED,
                 reason=f"cannot be read: {exc.strerror or exc}",
             )
-        doc_type = detect_type(info.path)
+        doc_type = detect_type(Path(info.path))
         if doc_type is None:
-            return _Prepared(
-                info, digest, None, state=DocState.SKIPPED, reason=skip_reason(info.path)
+            return PreparedFile(
+                info, digest, None, state=DocState.SKIPPED, reason=skip_reason(Path(info.path))
             )
-        donor = self._find_donor(digest, info.path)
+        # A mail file's attachments are documents of their own, which a donor's rows do
+        # not carry: such files are always read.
+        donor = (
+            None
+            if doc_type in CONTAINER_TYPES
+            else self.store.donor(digest, self.index_config, info.path)
+        )
         if donor is not None:
-            return _Prepared(info, digest, doc_type, reuse_from=donor)
+            return PreparedFile(info, digest, doc_type, reuse_from=donor)
         try:
-            parsed = self.parser.parse(info.path)
+            parsed = self.parser.parse(Path(info.path))
+        except ScannedError as exc:
+            if self.parser.ocr_enabled:
+                return PreparedFile(info, digest, doc_type, state=DocState.PENDING)
+            return PreparedFile(info, digest, doc_type, state=DocState.FAILED, reason=exc.reason)
         except ParseError as exc:
-            return _Prepared(info, digest, doc_type, state=DocState.FAILED, reason=exc.reason)
+            return PreparedFile(info, digest, doc_type, state=DocState.FAILED, reason=exc.reason)
         except Exception as exc:  # a parser bug must cost one file, not the run
             log.exception("parser failed on %s", info.path)
-            return _Prepared(
+            return PreparedFile(
                 info, digest, doc_type, state=DocState.FAILED, reason=f"could not be read: {exc}"
             )
-        chunks = tuple(self._chunker().chunk(parsed))
+        if parsed.needs_ocr and self.parser.ocr_enabled:
+            return PreparedFile(info, digest, doc_type, state=DocState.PENDING)
+        return self._chunked(info, digest, doc_type, parsed)
+
+    def _chunked(
+        self, info: FileInfo, digest: str, doc_type: str | None, parsed: ParsedDocument
+    ) -> PreparedFile:
+        chunks = tuple(self._chunker().chunk(parsed, file_stem=Path(info.path).stem))
         if not chunks:
-            return _Prepared(
+            return PreparedFile(
                 info, digest, doc_type, parsed=parsed, state=DocState.FAILED, reason="no text found"
             )
-        return _Prepared(info, digest, doc_type, parsed=parsed, chunks=chunks)
-
-    def _find_donor(self, digest: str, path: str) -> int | None:
-        row = (
-            self.db.cursor()
-            .execute(
-                """SELECT id FROM documents WHERE content_hash = ? AND state = 'indexed'
-               AND index_config = ? AND path <> ? LIMIT 1""",
-                [digest, self.index_config, path],
-            )
-            .fetchone()
+        # An indexed file that was read only in part (parser limits) says so in its reason.
+        return PreparedFile(
+            info,
+            digest,
+            doc_type,
+            parsed=parsed,
+            chunks=chunks,
+            reason=parsed.notice,
+            attached=self._attached(info, parsed),
         )
-        return int(row[0]) if row else None
 
-    # --- consumer: embed and write ------------------------------------------------
+    def _attached(self, info: FileInfo, parsed: ParsedDocument) -> tuple[PreparedFile, ...]:
+        """The documents a file carries (mail attachments), chunked, each under the
+        file's own path ("lunch.eml/minutes.docx")."""
+        attached = []
+        for name, document in parsed.attachments:
+            path = attachment_path(info.path, name)
+            text = document.text.encode("utf-8", "replace")
+            child = FileInfo(path, info.folder, len(text), info.mtime)
+            digest = hashlib.sha256(text).hexdigest()
+            attached.append(self._chunked(child, digest, detect_type(Path(name)), document))
+        return tuple(a for a in attached if a.state is DocState.INDEXED)
 
-    def _embed_batch(self, batch: Sequence[_Prepared]) -> dict[str, tuple[np.ndarray, int]]:
+    def _prepare_scanned(self, waiting: PreparedFile) -> PreparedFile:
+        """The second pass: a PDF with scanned pages, read again with OCR."""
+        info, digest, doc_type = waiting.info, waiting.content_hash, waiting.doc_type
+        try:
+            parsed = self.parser.parse_scanned(Path(info.path))
+        except ParseError as exc:
+            return PreparedFile(info, digest, doc_type, state=DocState.FAILED, reason=exc.reason)
+        except Exception as exc:  # an OCR bug must cost one file, not the run
+            log.exception("OCR failed on %s", info.path)
+            return PreparedFile(
+                info, digest, doc_type, state=DocState.FAILED, reason=f"could not be read: {exc}"
+            )
+        return self._chunked(info, digest, doc_type, parsed)
+
+    def _embed_batch(self, batch: Sequence[PreparedFile]) -> dict[str, tuple[np.ndarray, int]]:
         """Vectors per file, and how many of them the model had to compute.
 
         An edited file usually keeps most of its passages: chunks whose exact text (with
@@ -507,10 +550,10 @@ class Indexer:
         """
         texts: list[str] = []
         owners: list[tuple[str, list[int | np.ndarray]]] = []
-        for prepared in batch:
+        for prepared in [f for p in batch for f in (p, *p.attached)]:
             if prepared.state is not DocState.INDEXED or prepared.reuse_from is not None:
                 continue
-            previous = self._stored_embeddings(prepared.info.path)
+            previous = self.store.stored_embeddings(prepared.info.path, self.index_config)
             slots: list[int | np.ndarray] = []
             for chunk in prepared.chunks:
                 known = previous.get(chunk.embedding_text)
@@ -520,241 +563,72 @@ class Indexer:
                     slots.append(len(texts))
                     texts.append(chunk.embedding_text)
             owners.append((prepared.info.path, slots))
-        computed = self._embedder().embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
+        computed = (
+            self._embedder().embed(texts, batch_size=self.embed_batch_size)
+            if texts
+            else np.zeros((0, 0), dtype=np.float32)
+        )
         result: dict[str, tuple[np.ndarray, int]] = {}
         for path, slots in owners:
             rows = [computed[s] if isinstance(s, int) else s for s in slots]
             fresh = sum(1 for s in slots if isinstance(s, int))
             result[path] = (np.vstack(rows).astype(np.float32) if rows else computed[:0], fresh)
+        for prepared in batch:
+            # A file's count of fresh embeddings includes those of its attachments, which
+            # are written with it.
+            if prepared.attached and prepared.info.path in result:
+                own, fresh = result[prepared.info.path]
+                extra = sum(result.get(a.info.path, (None, 0))[1] for a in prepared.attached)
+                result[prepared.info.path] = (own, fresh + extra)
         return result
 
-    def _stored_embeddings(self, path: str) -> dict[str, np.ndarray]:
-        rows = (
-            self.db.cursor()
-            .execute(
-                """SELECT coalesce(c.context, '') , c.text, c.embedding FROM chunks c
-                   JOIN documents d ON d.id = c.document_id
-                   WHERE d.path = ? AND d.index_config = ? AND c.embedding IS NOT NULL""",
-                [path, self.index_config],
-            )
-            .fetchall()
-        )
-        stored: dict[str, np.ndarray] = {}
-        for context, text, blob in rows:
-            key = f"{context}\n{text}" if context else text
-            stored[key] = np.frombuffer(blob, dtype=np.float32)
-        return stored
-
-    def _existing_paths(self, paths: Sequence[str]) -> set[str]:
-        if not paths:
-            return set()
-        rows = (
-            self.db.cursor()
-            .execute(
-                "SELECT path FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[])) AND state <> 'pending'",
-                [list(paths)],
-            )
-            .fetchall()
-        )
-        return {r[0] for r in rows}
-
-    def _write(self, prepared: _Prepared, vectors: np.ndarray | None) -> int:
-        """Replace the file's rows in one transaction; returns the chunks written."""
-        info = prepared.info
-        parsed = prepared.parsed
-        old_ids: list[int] = []
-        new_keys: np.ndarray = np.zeros(0, dtype=np.uint64)
-        with self.db.transaction() as cur:
-            row = cur.execute("SELECT id FROM documents WHERE path = ?", [info.path]).fetchone()
-            if row is None:
-                doc_id = int(
-                    cur.execute(
-                        "INSERT INTO documents(path, folder, state) VALUES (?, ?, 'pending') RETURNING id",
-                        [info.path, info.folder],
-                    ).fetchone()[0]
-                )
-            else:
-                doc_id = int(row[0])
-                old_ids = [
-                    r[0]
-                    for r in cur.execute(
-                        "SELECT id FROM chunks WHERE document_id = ?", [doc_id]
-                    ).fetchall()
-                ]
-                cur.execute("DELETE FROM chunks WHERE document_id = ?", [doc_id])
-                cur.execute("DELETE FROM document_text WHERE document_id = ?", [doc_id])
-            title = os.path.splitext(os.path.basename(info.path))[0]
-            pages = 0
-            chunk_count = 0
-            if prepared.reuse_from is not None:
-                donor = prepared.reuse_from
-                title, pages = cur.execute(
-                    "SELECT title, pages FROM documents WHERE id = ?", [donor]
-                ).fetchone()
-                cur.execute(
-                    "INSERT INTO document_text SELECT ?, text, pages FROM document_text WHERE document_id = ?",
-                    [doc_id, donor],
-                )
-                new_keys = np.array(
-                    [
-                        r[0]
-                        for r in cur.execute(
-                            """INSERT INTO chunks(document_id, ordinal, text, context, start_char, end_char,
-                                   page_start, page_end, heading_path, token_count, embedding)
-                               SELECT ?, ordinal, text, context, start_char, end_char, page_start, page_end,
-                                   heading_path, token_count, embedding
-                               FROM chunks WHERE document_id = ? ORDER BY ordinal RETURNING id""",
-                            [doc_id, donor],
-                        ).fetchall()
-                    ],
-                    dtype=np.uint64,
-                )
-                chunk_count = len(new_keys)
-            elif parsed is not None:
-                title = parsed.title or title
-                pages = parsed.page_count
-                cur.execute(
-                    "INSERT INTO document_text VALUES (?, ?, ?)",
-                    [
-                        doc_id,
-                        parsed.text,
-                        json.dumps([[p.page, p.start, p.end] for p in parsed.pages]),
-                    ],
-                )
-                if prepared.state is DocState.INDEXED and vectors is not None:
-                    new_keys = self._insert_chunks(cur, doc_id, prepared.chunks, vectors)
-                    chunk_count = len(new_keys)
-            cur.execute(
-                """UPDATE documents SET folder = ?, size = ?, mtime = ?, content_hash = ?, type = ?, title = ?,
-                       pages = ?, state = ?, reason = ?, chunks = ?, index_config = ?, indexed_at = current_timestamp
-                   WHERE id = ?""",
-                [
-                    info.folder,
-                    info.size,
-                    info.mtime,
-                    prepared.content_hash,
-                    prepared.doc_type or "",
-                    title,
-                    pages,
-                    prepared.state.value,
-                    prepared.reason,
-                    chunk_count,
-                    self.index_config,
-                    doc_id,
-                ],
-            )
-            self._bump_version(cur)
-        vectors_index = self._vectors()
-        vectors_index.remove(old_ids)
-        if len(new_keys):
-            if prepared.reuse_from is not None:
-                rows = (
-                    self.db.cursor()
-                    .execute(
-                        "SELECT embedding FROM chunks WHERE document_id = ? ORDER BY ordinal",
-                        [doc_id],
-                    )
-                    .fetchall()
-                )
-                vectors_index.add(
-                    new_keys, blobs_to_matrix([r[0] for r in rows], vectors_index.dim)
-                )
-            elif vectors is not None:
-                vectors_index.add(new_keys, vectors)
-        return chunk_count
-
-    def _insert_chunks(
+    def _write(
         self,
-        cur: duckdb.DuckDBPyConnection,
-        doc_id: int,
-        chunks: Sequence[Chunk],
-        vectors: np.ndarray,
-    ) -> np.ndarray:
-        ids = np.array(
-            [
-                r[0]
-                for r in cur.execute(
-                    "SELECT nextval('chunk_ids') FROM range(?)", [len(chunks)]
-                ).fetchall()
-            ],
-            dtype=np.int64,
-        )
-        # A dict of numpy columns is scanned by DuckDB in bulk; per-row parameters are far slower.
-        new_chunks = {  # noqa: F841 - read by DuckDB's replacement scan below
-            "id": ids,
-            "ordinal": np.array([c.ordinal for c in chunks], dtype=np.int32),
-            "text": np.array([c.text for c in chunks], dtype=object),
-            "context": np.array([c.context for c in chunks], dtype=object),
-            "start_char": np.array([c.start for c in chunks], dtype=np.int64),
-            "end_char": np.array([c.end for c in chunks], dtype=np.int64),
-            "page_start": np.array(
-                [c.page_start if c.page_start is not None else -1 for c in chunks], dtype=np.int32
-            ),
-            "page_end": np.array(
-                [c.page_end if c.page_end is not None else -1 for c in chunks], dtype=np.int32
-            ),
-            "heading_path": np.array(
-                [json.dumps(list(c.heading_path)) for c in chunks], dtype=object
-            ),
-            "token_count": np.array([c.token_count for c in chunks], dtype=np.int32),
-            "embedding": np.array(
-                [np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors], dtype=object
-            ),
-        }
-        cur.execute(
-            """INSERT INTO chunks(id, document_id, ordinal, text, context, start_char, end_char, page_start,
-                   page_end, heading_path, token_count, embedding)
-               SELECT id, ?, ordinal, text, context, start_char, end_char, nullif(page_start, -1),
-                   nullif(page_end, -1), heading_path, token_count, embedding::BLOB FROM new_chunks""",
-            [doc_id],
-        )
-        return ids.astype(np.uint64)
+        prepared: PreparedFile,
+        vectors: np.ndarray | None,
+        batch_vectors: dict[str, tuple[np.ndarray, int]] | None = None,
+    ) -> int:
+        """Replace the file's rows in one transaction, then bring the vector index along;
+        returns the chunks written (with those of the file's attachments, if any)."""
+        attached_chunks = 0
+        if prepared.doc_type in CONTAINER_TYPES:
+            # The attachments read now replace those stored before, whatever they were.
+            self._drop_attached(prepared.info.path)
+            for child in prepared.attached:
+                child_vectors = (batch_vectors or {}).get(child.info.path, (None, 0))[0]
+                attached_chunks += self._write(child, child_vectors)
+        return attached_chunks + self._write_one(prepared, vectors)
 
-    def _bump_version(self, cur: object) -> None:
-        version = int(self.db.get_meta("content_version", "0") or 0) + 1
-        self.db.set_meta("content_version", str(version), cur)  # type: ignore[arg-type]
+    def _drop_attached(self, container: str) -> None:
+        paths = attached_paths(self.db, [container], CONTAINER_TYPES)
+        if paths:
+            # Not a removal the person made: saved answers keep their quotes.
+            _count, chunk_ids = self.store.remove_documents(paths)
+            self._vectors().remove(chunk_ids)
 
-    def _touch(self, files: Sequence[FileInfo]) -> None:
-        if not files:
-            return
-        with self.db.transaction() as cur:
-            for info in files:
-                cur.execute(
-                    "UPDATE documents SET mtime = ? WHERE path = ?", [info.mtime, info.path]
-                )
+    def _write_one(self, prepared: PreparedFile, vectors: np.ndarray | None) -> int:
+        written = self.store.write_document(prepared, vectors, self.index_config)
+        vectors_index = self._vectors()
+        vectors_index.remove(list(written.old_chunk_ids))
+        if len(written.new_chunk_ids):
+            if prepared.reuse_from is not None:
+                copied = self.store.chunk_embeddings(written.document_id, vectors_index.dim)
+                vectors_index.add(written.new_chunk_ids, copied)
+            elif vectors is not None:
+                vectors_index.add(written.new_chunk_ids, vectors)
+        return len(written.new_chunk_ids)
 
     def remove_paths(self, paths: Sequence[str]) -> int:
-        """Forget these files: their rows, text, chunks and vectors."""
-        if not paths:
+        """Forget these files: their rows, text, chunks and vectors, and those of the
+        documents they carried (mail attachments)."""
+        paths = [*paths, *attached_paths(self.db, paths, CONTAINER_TYPES)]
+        removed, chunk_ids = self.store.remove_documents(paths)
+        if not removed:
             return 0
-        with self.db.transaction() as cur:
-            ids = [
-                r[0]
-                for r in cur.execute(
-                    "SELECT id FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[]))",
-                    [list(paths)],
-                ).fetchall()
-            ]
-            if not ids:
-                return 0
-            chunk_ids = [
-                r[0]
-                for r in cur.execute(
-                    "SELECT id FROM chunks WHERE document_id IN (SELECT unnest(?::BIGINT[]))", [ids]
-                ).fetchall()
-            ]
-            cur.execute(
-                "DELETE FROM chunks WHERE document_id IN (SELECT unnest(?::BIGINT[]))", [ids]
-            )
-            cur.execute(
-                "DELETE FROM document_text WHERE document_id IN (SELECT unnest(?::BIGINT[]))", [ids]
-            )
-            cur.execute("DELETE FROM documents WHERE id IN (SELECT unnest(?::BIGINT[]))", [ids])
-            self._bump_version(cur)
         self._vectors().remove(chunk_ids)
         for callback in self.on_removed:
             try:
                 callback(list(paths))
             except Exception:  # a secondary store must never undo or block the removal
                 log.exception("removal callback failed")
-        return len(ids)
+        return removed

@@ -15,22 +15,33 @@ import os
 import stat
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
 from core.chunking import Chunker
 from core.config import Settings, load_settings
-from core.conversations import ConversationStore
-from core.embedding import DEFAULT_MODEL_ID, Embedder, WordPieceCounter, load_embedder
+from core.embedding import Embedder, WordPieceCounter, load_embedder
 from core.errors import DiskFullError, LecternError
 from core.indexer import Controls, Indexer, ProgressCallback
+from core.ingest.ocr import OcrOptions
 from core.ingest.sandbox import ParserPool
-from core.records import DocState, Document, Hit, IndexReport, PageSpan, RecoveryNotice
-from core.retrieval import Retriever, SearchFilters
+from core.records import (
+    Document,
+    FolderStatus,
+    Hit,
+    IndexReport,
+    PageSpan,
+    RecoveryNotice,
+    SearchFilters,
+    WordBox,
+)
+from core.retrieval import Retriever
 from core.scan import normalize_folder
+from core.store import ocr as ocr_store
 from core.store.backup import RecordBackup
+from core.store.conversations import ConversationStore
+from core.store.documents import DocumentStore
 from core.store.keyword import KeywordIndex
 from core.store.recovery import open_database
 from core.store.vectors import VectorIndex
@@ -41,17 +52,6 @@ _RECOVERY_KEY = "recovery_log"  # meta: the last repairs made at open, for `lect
 KEYWORD_FILE = "keyword.duckdb"
 
 
-@dataclass(frozen=True)
-class FolderStatus:
-    path: str
-    online: bool
-    indexed: int
-    failed: int
-    skipped: int
-    pending: int
-    chunks: int
-
-
 class Library:
     def __init__(
         self, settings: Settings | None = None, *, embedder: Embedder | None = None
@@ -59,16 +59,29 @@ class Library:
         self.settings = settings or load_settings()
         self.settings.home.mkdir(parents=True, exist_ok=True)
         self._embedder = embedder
-        self._model_id = embedder.model_id if embedder else DEFAULT_MODEL_ID
+        # The model is part of the index configuration: a library built with one model is
+        # never searched or extended with another's vectors (see _check_index_config).
+        self._model_id = embedder.model_id if embedder else self.settings.embedding_model
         self._lock = threading.RLock()
+        self._model_lock = threading.Lock()
         self.db, notices = open_database(self.settings.db_path)
         # What was repaired at open, for the user to be told once (the CLI on standard
         # error, the app in its status bar); `lectern status` shows the recent ones.
         self.recovery_notices: list[RecoveryNotice] = []
         self.backup = RecordBackup(self.settings.home / "backup")
-        self.conversations = ConversationStore(self.db.cursor, self.db.write_lock, self.backup)
+        self.store = DocumentStore(self.db)
+        self.conversations = ConversationStore(self.db, self.backup)
         self.keyword = KeywordIndex(self.db, self.settings.home / KEYWORD_FILE)
-        self.parser = ParserPool(self.settings.parse_timeout_s, self.settings.parse_memory_mb)
+        self.parser = ParserPool(
+            self.settings.parse_timeout_s,
+            self.settings.parse_memory_mb,
+            ocr=OcrOptions(
+                self.settings.ocr_enabled,
+                self.settings.ocr_languages,
+                self.settings.ocr_timeout_s,
+                self.settings.ocr_memory_mb,
+            ),
+        )
         self._vectors: VectorIndex | None = None
         self._chunker: Chunker | None = None
         self._retriever: Retriever | None = None
@@ -89,7 +102,7 @@ class Library:
             # (quick: a delta), or the keyword file is new (a rebuild, in the background).
             self._refresh_keywords_at_open()
         self.indexer = Indexer(
-            self.db,
+            self.store,
             self.keyword,
             lambda: self.vectors,
             lambda: self.embedder,
@@ -97,6 +110,7 @@ class Library:
             self.parser,
             self.index_config,
             self.settings.ignore_patterns,
+            embed_batch_size=self.settings.embed_batch_size,
         )
         self.indexer.on_removed.append(self._forget_in_conversations)
 
@@ -129,10 +143,7 @@ class Library:
         for notice in notices:
             self._notice(notice)
         if any(n.kind in ("library_rebuilt", "log_set_aside", "log_cut_short") for n in notices):
-            folders = self.backup.load_folders()
-            with self.db.transaction() as cur:
-                for folder in folders:
-                    cur.execute("INSERT OR IGNORE INTO folders(path) VALUES (?)", [folder])
+            self.store.add_folders(self.backup.load_folders())
             self.conversations.restore(self.backup.load_conversations())
         elif not self.backup.exists():
             self.backup.save_folders(self.folders())
@@ -150,9 +161,11 @@ class Library:
 
     @property
     def embedder(self) -> Embedder:
-        with self._lock:
+        # A lock of its own: loading the model takes seconds, and opening the vector
+        # index or building the chunker must not wait behind it.
+        with self._model_lock:
             if self._embedder is None:
-                self._embedder = load_embedder()
+                self._embedder = load_embedder(self._model_id)
             return self._embedder
 
     @property
@@ -188,15 +201,20 @@ class Library:
 
     @property
     def retriever(self) -> Retriever:
+        if self._retriever is not None:
+            return self._retriever
+        # Loaded outside ``_lock``, each under its own lock (the model takes seconds).
+        vectors, embedder = self.vectors, self.embedder
         with self._lock:
             if self._retriever is None:
                 self._retriever = Retriever(
                     self.db,
                     self.keyword,
-                    self.vectors,
-                    self.embedder,
+                    vectors,
+                    embedder,
                     candidates=self.settings.candidates,
                     rrf_k=self.settings.rrf_k,
+                    fusion=self.settings.fusion,
                 )
             return self._retriever
 
@@ -213,19 +231,17 @@ class Library:
         stored = self.db.get_meta("index_config")
         if stored == self.index_config:
             return
-        with self.db.transaction() as cur:
-            if stored is not None:
-                cur.execute("DELETE FROM chunks")
-                cur.execute("DELETE FROM document_text")
-                cur.execute(
-                    "UPDATE documents SET state = 'pending', chunks = 0 WHERE state = 'indexed'"
-                )
-            self.db.set_meta("index_config", self.index_config, cur)
-            self.db.set_meta("embedding_model", self._model_id, cur)
-            dim = self._embedder.dim if self._embedder else DEFAULT_DIM
-            self.db.set_meta("embedding_dim", str(dim), cur)
-            version = int(self.db.get_meta("content_version", "0") or 0) + 1
-            self.db.set_meta("content_version", str(version), cur)
+        dim = self._embedder.dim if self._embedder else DEFAULT_DIM
+        version = int(self.db.get_meta("content_version", "0") or 0) + 1
+        self.store.set_index_config(
+            {
+                "index_config": self.index_config,
+                "embedding_model": self._model_id,
+                "embedding_dim": str(dim),
+                "content_version": str(version),
+            },
+            drop_chunks=stored is not None,
+        )
         if stored is not None:
             self.settings.vectors_path.unlink(missing_ok=True)
             self.keyword.refresh(force_merge=True)
@@ -233,17 +249,13 @@ class Library:
     # --- folders --------------------------------------------------------------------
 
     def folders(self) -> list[str]:
-        return [
-            r[0]
-            for r in self.db.cursor().execute("SELECT path FROM folders ORDER BY path").fetchall()
-        ]
+        return self.store.folders()
 
     def add_folder(self, path: str | Path) -> str:
         folder = normalize_folder(path)
         if not os.path.exists(folder):
             raise LecternError(f"{folder} does not exist.", "Check the path and try again.")
-        with self.db.transaction() as cur:
-            cur.execute("INSERT OR IGNORE INTO folders(path) VALUES (?)", [folder])
+        self.store.add_folders([folder])
         self.backup.save_folders(self.folders())
         return folder
 
@@ -253,16 +265,8 @@ class Library:
         ``folder_online``.)"""
         folder = normalize_folder(path)
         with self.indexer.lock:  # a running sync must not re-add what is being removed
-            paths = [
-                r[0]
-                for r in self.db.cursor()
-                .execute("SELECT path FROM documents WHERE folder = ?", [folder])
-                .fetchall()
-            ]
-            removed = self.indexer.remove_paths(paths)
-            with self.db.transaction() as cur:
-                cur.execute("DELETE FROM folders WHERE path = ?", [folder])
-                cur.execute("DELETE FROM meta WHERE key = ?", [_DEVICE_KEY + folder])
+            removed = self.indexer.remove_paths(self.store.paths_in_folder(folder))
+            self.store.remove_folder(folder, _DEVICE_KEY + folder)
             self.backup.save_folders(self.folders())
             self.indexer.publish()
         return removed
@@ -343,19 +347,13 @@ class Library:
         )
 
     def retry(self, path: str) -> IndexReport:
-        with self.db.transaction() as cur:
-            cur.execute(
-                "UPDATE documents SET state = 'pending' WHERE path = ?", [normalize_folder(path)]
-            )
+        self.store.mark_pending(normalize_folder(path))
         return self.sync_files([path])
 
     def _mark_online(self, folders: Sequence[str]) -> list[str]:
         """Record which folders are online; returns those."""
         online = [f for f in folders if self.folder_online(f)]
-        with self.db.transaction() as cur:
-            for folder in folders:
-                state = "online" if folder in online else "offline"
-                cur.execute("UPDATE folders SET state = ? WHERE path = ?", [state, folder])
+        self.store.set_folder_states({f: "online" if f in online else "offline" for f in folders})
         return online
 
     # --- reading --------------------------------------------------------------------
@@ -374,49 +372,13 @@ class Library:
         return self.retriever.search(query, k or self.settings.top_k, mode, filters)
 
     def documents(self, folder: str | None = None, state: str | None = None) -> list[Document]:
-        sql = """SELECT id, path, folder, size, mtime, content_hash, type, title, pages, state, reason, chunks
-                 FROM documents WHERE 1=1"""
-        params: list[object] = []
-        if folder:
-            sql += " AND folder = ?"
-            params.append(normalize_folder(folder))
-        if state:
-            sql += " AND state = ?"
-            params.append(state)
-        rows = self.db.cursor().execute(sql + " ORDER BY path", params).fetchall()
-        return [
-            Document(
-                id=r[0],
-                path=r[1],
-                folder=r[2] or "",
-                size=r[3] or 0,
-                mtime=r[4] or 0.0,
-                content_hash=r[5] or "",
-                type=r[6] or "",
-                title=r[7] or "",
-                pages=r[8] or 0,
-                state=DocState(r[9]),
-                reason=r[10] or "",
-                chunks=r[11] or 0,
-            )
-            for r in rows
-        ]
+        return self.store.documents(normalize_folder(folder) if folder else None, state)
 
     def document_text(self, document_id: int) -> str:
-        row = (
-            self.db.cursor()
-            .execute("SELECT text FROM document_text WHERE document_id = ?", [document_id])
-            .fetchone()
-        )
-        return row[0] if row else ""
+        return self.store.document_text(document_id)
 
     def document_pages(self, document_id: int) -> list[PageSpan]:
-        row = (
-            self.db.cursor()
-            .execute("SELECT pages FROM document_text WHERE document_id = ?", [document_id])
-            .fetchone()
-        )
-        return [PageSpan(*p) for p in json.loads(row[0])] if row and row[0] else []
+        return self.store.document_pages(document_id)
 
     def page_at(self, document_id: int, offset: int) -> int | None:
         for span in self.document_pages(document_id):
@@ -425,39 +387,32 @@ class Library:
         return None
 
     def folder_status(self) -> list[FolderStatus]:
-        rows = (
-            self.db.cursor()
-            .execute(
-                """SELECT f.path, f.state,
-                      count(*) FILTER (WHERE d.state = 'indexed'),
-                      count(*) FILTER (WHERE d.state = 'failed'),
-                      count(*) FILTER (WHERE d.state = 'skipped'),
-                      count(*) FILTER (WHERE d.state = 'pending'),
-                      coalesce(sum(d.chunks), 0)
-               FROM folders f LEFT JOIN documents d ON d.folder = f.path
-               GROUP BY f.path, f.state ORDER BY f.path"""
-            )
-            .fetchall()
-        )
+        read_by_ocr = ocr_store.ocr_counts(self.db.cursor())
         return [
             FolderStatus(
-                r[0],
-                self.folder_online(r[0]),
-                int(r[2]),
-                int(r[3]),
-                int(r[4]),
-                int(r[5]),
-                int(r[6]),
+                path,
+                self.folder_online(path),
+                indexed,
+                failed,
+                skipped,
+                pending,
+                chunks,
+                ocr=read_by_ocr.get(path, 0),
             )
-            for r in rows
+            for path, indexed, failed, skipped, pending, chunks in self.store.folder_counts()
         ]
 
+    def ocr_words(self, document_id: int, start: int, end: int) -> list[WordBox]:
+        """Words read by OCR in characters ``[start, end)`` of a document, with their
+        boxes on the page (none for text that came from a text layer)."""
+        return ocr_store.words_in(self.db.cursor(), document_id, start, end)
+
+    def ocr_pages(self, document_id: int) -> list[int]:
+        """The pages of a document whose text was read by OCR."""
+        return ocr_store.ocr_pages(self.db.cursor(), document_id)
+
     def status(self) -> dict[str, object]:
-        cur = self.db.cursor()
-        chunks = int(cur.execute("SELECT count(*) FROM chunks").fetchone()[0])
-        counts = dict(
-            cur.execute("SELECT state, count(*) FROM documents GROUP BY state").fetchall()
-        )
+        counts, chunks = self.store.counts()
         return {
             "home": str(self.settings.home),
             "folders": [f.__dict__ for f in self.folder_status()],
@@ -474,7 +429,7 @@ class Library:
                 }
                 for d in self.documents()
             ],
-            "counts": {s.value: int(counts.get(s.value, 0)) for s in DocState},
+            "counts": counts,
             "chunks": chunks,
             "embedding_model": self.db.get_meta("embedding_model"),
             "index_config": self.index_config,

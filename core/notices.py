@@ -30,6 +30,7 @@ SPDX_TO_COMMON = {
     "LGPL-3.0-only": "LGPL-3",
     "GPL-3.0": "GPL-3",
     "GPL-2.0-only": "GPL-2",
+    "GPL-2.0-or-later": "GPL-2",
     "MPL-2.0": "MPL-2.0",
 }
 # Licences of parts that are not Python distributions, or whose metadata says too little.
@@ -37,6 +38,20 @@ EXTRA_LICENCES = {
     "pyside6-essentials": "LGPL-3.0-only (Qt for Python and the Qt libraries it carries)",
     "tokenizers": "Apache-2.0",
 }
+
+
+# Native libraries that wheels carry inside them (auditwheel's ``<name>.libs`` folder):
+# their metadata names only the Python wrapper's licence. (distribution, library, licence,
+# home page).
+CARRIED_LIBRARIES = (
+    ("tesserocr", "Tesseract OCR 5.5", "Apache-2.0", "https://github.com/tesseract-ocr/tesseract"),
+    ("tesserocr", "Leptonica 1.8", "BSD-2-Clause", "http://www.leptonica.org"),
+    ("tesserocr", "libtiff 4", "libtiff (BSD-like)", "https://libtiff.gitlab.io/libtiff/"),
+    ("tesserocr", "libpng 1.6", "libpng-2.0", "http://www.libpng.org/pub/png/libpng.html"),
+    ("tesserocr", "libjpeg-turbo", "IJG and BSD-3-Clause", "https://libjpeg-turbo.org"),
+    ("tesserocr", "libwebp", "BSD-3-Clause", "https://chromium.googlesource.com/webm/libwebp"),
+    ("tesserocr", "JBIG-KIT", "GPL-2.0-or-later", "https://www.cl.cam.ac.uk/~mgk25/jbigkit/"),
+)
 
 
 @dataclass(frozen=True)
@@ -72,15 +87,21 @@ def shipped_distributions(root: str = ROOT_DISTRIBUTION) -> list[metadata.Distri
     return [seen[name] for name in sorted(seen)]
 
 
+def _field(meta: metadata.PackageMetadata, name: str) -> str:
+    # PackageMetadata is typed as a protocol without ``get``; a missing field is None.
+    value = meta.get_all(name)
+    return str(value[0]) if value else ""
+
+
 def _licence_name(distribution: metadata.Distribution) -> str:
     meta = distribution.metadata
     name = _canonical(meta["Name"])
     if name in EXTRA_LICENCES:
         return EXTRA_LICENCES[name]
-    expression = meta.get("License-Expression") or ""
+    expression = _field(meta, "License-Expression")
     if expression:
         return expression
-    declared = (meta.get("License") or "").strip()
+    declared = _field(meta, "License").strip()
     if declared and "\n" not in declared and len(declared) < 80:
         return declared
     classifiers = [
@@ -91,8 +112,8 @@ def _licence_name(distribution: metadata.Distribution) -> str:
 
 def _homepage(distribution: metadata.Distribution) -> str:
     meta = distribution.metadata
-    if meta.get("Home-page"):
-        return meta["Home-page"]
+    if _field(meta, "Home-page"):
+        return _field(meta, "Home-page")
     for entry in meta.get_all("Project-URL") or ():
         label, _, url = entry.partition(",")
         if label.strip().lower() in {"homepage", "home", "source", "repository", "source code"}:
@@ -118,13 +139,16 @@ def _licence_texts(
             texts.append(("/".join(parts[1:]), file.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError):
             continue
-    if not texts:
-        for spdx, common in SPDX_TO_COMMON.items():
-            path = COMMON_LICENCES / common
-            if spdx in licence and path.is_file():
-                texts.append((common, path.read_text(encoding="utf-8", errors="replace")))
-                break
-    return tuple(texts)
+    return tuple(texts) or _common_licence_text(licence)
+
+
+def _common_licence_text(licence: str) -> tuple[tuple[str, str], ...]:
+    """The system's copy of a well-known licence's text, when it has one."""
+    for spdx, common in SPDX_TO_COMMON.items():
+        path = COMMON_LICENCES / common
+        if spdx in licence and path.is_file():
+            return ((common, path.read_text(encoding="utf-8", errors="replace")),)
+    return ()
 
 
 def collect_notices() -> list[Notice]:
@@ -148,6 +172,11 @@ def collect_notices() -> list[Notice]:
                 _licence_texts(distribution, licence),
             )
         )
+    shipped = {_canonical(d.metadata["Name"]) for d in shipped_distributions()}
+    for owner, name, licence, home in CARRIED_LIBRARIES:
+        if owner in shipped:
+            texts = _common_licence_text(licence)
+            notices.append(Notice(f"{name} (inside {owner})", "", licence, home, texts))
     notices.append(
         Notice(
             "all-MiniLM-L6-v2 (embedding model weights)",

@@ -25,7 +25,7 @@ What happens when the model server misbehaves:
 * cancelled: the stream stops at once; DoneEvent with what had arrived and a "cancelled"
   warning. Cancelled turns are not stored in the conversation.
 
-Every completed turn is stored with its sources and citations (core/conversations.py).
+Every completed turn is stored with its sources and citations (core/store/conversations.py).
 """
 
 from __future__ import annotations
@@ -33,13 +33,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Union
 
-from core.config import Settings, load_settings
-from core.conversations import ConversationStore, Turn
 from core.errors import (
     ContextTooSmallError,
     LecternError,
@@ -55,11 +53,10 @@ from core.generation.citations import (
     AnswerWarning,
     PageLookup,
     SpanFinder,
-    content_words,
     verify_answer,
 )
 from core.generation.extractive import extract_answer
-from core.generation.llm import LLMClient, complete, make_client
+from core.generation.llm import ChatDelta, LLMClient, complete, make_client
 from core.generation.prompt import (
     Prompt,
     clean_rewrite,
@@ -68,7 +65,10 @@ from core.generation.prompt import (
     looks_truncated,
     rewrite_messages,
 )
-from core.records import Citation, Hit
+from core.library import Library
+from core.records import Citation, Hit, Turn
+from core.store.conversations import ConversationStore
+from core.text import content_words
 
 if TYPE_CHECKING:
     from core.embedding import Embedder
@@ -155,56 +155,19 @@ Event = Union[SourcesEvent, TokenEvent, CitationsEvent, WarningEvent, DoneEvent,
 # --- helpers over the library ----------------------------------------------------------
 
 
-def _settings_of(library: Any) -> Settings:
-    settings = getattr(library, "settings", None)
-    return settings if isinstance(settings, Settings) else load_settings()
-
-
-def _db_of(library: Any) -> Any:
-    return getattr(library, "db", None)
-
-
-def _cursor(db: Any) -> Any:
-    return db.cursor()
-
-
-def conversation_store(library: Any) -> ConversationStore | None:
-    store = getattr(library, "conversations", None)
-    if isinstance(store, ConversationStore):
-        return store  # the library's own, which also keeps the backup copy
-    db = _db_of(library)
-    if db is None:
-        return None
-    return ConversationStore(lambda: _cursor(db), getattr(db, "write_lock", None))
-
-
-def _embedder(library: Any) -> Embedder | None:
+def _embedder(library: Library) -> Embedder | None:
     try:
-        return library.embedder  # type: ignore[no-any-return]
+        return library.embedder
     except LecternError:
         return None  # spans then come from word overlap alone
 
 
-def _dates(library: Any, hits: Sequence[Hit]) -> dict[str, str]:
+def _dates(library: Library, hits: Sequence[Hit]) -> dict[str, str]:
     """Each source file's modification date, for the prompt."""
-    dates: dict[str, str] = {}
-    db = _db_of(library)
-    ids = sorted({h.document_id for h in hits})
-    if db is not None and ids:
-        try:
-            rows = (
-                _cursor(db)
-                .execute(
-                    "SELECT path, mtime FROM documents WHERE id IN (SELECT unnest(?::BIGINT[]))",
-                    [ids],
-                )
-                .fetchall()
-            )
-            for path, mtime in rows:
-                if mtime:
-                    dates[path] = datetime.fromtimestamp(float(mtime)).date().isoformat()
-        except Exception:  # the date is a nicety; never fail an answer over it
-            pass
+    try:
+        dates = library.store.modified_dates(sorted({h.document_id for h in hits}))
+    except LecternError:  # the date is a nicety; never fail an answer over it
+        dates = {}
     for hit in hits:
         if hit.path not in dates:
             try:
@@ -216,12 +179,12 @@ def _dates(library: Any, hits: Sequence[Hit]) -> dict[str, str]:
     return dates
 
 
-def _page_lookup(library: Any, hits: Sequence[Hit]) -> PageLookup | None:
+def _page_lookup(library: Library, hits: Sequence[Hit]) -> PageLookup | None:
     """Exact pages for spans inside chunks that cross a page break."""
     spanning = sorted(
         {h.document_id for h in hits if h.page_end is not None and h.page_end != h.page}
     )
-    if not spanning or not hasattr(library, "document_pages"):
+    if not spanning:
         return None
     pages: dict[int, list[Any]] = {}
     try:
@@ -261,7 +224,7 @@ def _fallback_warning(error: LLMError) -> WarningEvent:
 
 
 def ask(
-    library: Any,
+    library: Library,
     question: str,
     conversation: int | None = None,
     *,
@@ -279,7 +242,7 @@ def ask(
     defaults to the server in the library's settings; ``use_llm=False`` answers
     extractively without contacting any server.
     """
-    settings = _settings_of(library)
+    settings = library.settings
     model_name = model or settings.llm_model
     own_client = False
     if use_llm and client is None:
@@ -292,7 +255,6 @@ def ask(
     try:
         yield from _ask(
             library,
-            settings,
             question,
             conversation,
             client if use_llm else None,
@@ -319,9 +281,90 @@ class _Run:
         self.timings[name] = round(time.perf_counter() - since, 4)
 
 
+@dataclass
+class _Question:
+    """One question on its way to an answer, and where the answer is saved."""
+
+    library: Library
+    run: _Run
+    writer: ConversationStore | None  # None: the answer is not saved
+    conversation: int | None
+    question: str
+    standalone: str
+    cancel: threading.Event | None
+
+    @property
+    def cancelled(self) -> bool:
+        return _cancelled(self.cancel)
+
+    def finish(
+        self,
+        answer: str,
+        mode: str,
+        citations: Sequence[Citation],
+        sources: Sequence[Hit],
+        model: str | None,
+        *,
+        save: bool = True,
+    ) -> Iterator[Event]:
+        """Save the turn (unless ``save`` is off) and send the closing events."""
+        run = self.run
+        turn_id: int | None = None
+        if self.writer is not None and save:
+            try:
+                if self.conversation is None:
+                    self.conversation = self.writer.create(self.question)
+                turn_id = self.writer.add_turn(
+                    self.conversation,
+                    question=self.question,
+                    standalone_question=self.standalone,
+                    answer=answer,
+                    mode=mode,
+                    sources=sources,
+                    citations=citations,
+                    warnings=[w.to_json() for w in run.warnings],
+                )
+            except Exception as exc:  # an answer is never lost to a history write
+                run.warnings.append(
+                    _warning(
+                        "not_saved", f"The answer could not be saved to the conversation: {exc}"
+                    )
+                )
+        run.timings["total_s"] = round(time.perf_counter() - run.started, 4)
+        yield CitationsEvent(tuple(citations))
+        yield from run.warnings
+        yield DoneEvent(
+            answer=answer,
+            mode=mode,
+            citations=tuple(citations),
+            warnings=tuple(run.warnings),
+            timings=dict(run.timings),
+            conversation_id=self.conversation,
+            turn_id=turn_id,
+            model=model,
+            question=self.standalone,
+            sources=tuple(sources),
+        )
+
+    def extractive(self, hits: Sequence[Hit]) -> Iterator[Event]:
+        """The answer quoted from the documents, with no language model."""
+        t = time.perf_counter()
+        result = extract_answer(
+            self.run.extract_question or self.standalone,
+            hits,
+            _embedder(self.library),
+            page_of=_page_lookup(self.library, hits),
+        )
+        self.run.mark("extractive_s", t)
+        yield TokenEvent(result.text)
+        mode = "declined" if result.declined else "extractive"
+        yield from self.finish(
+            result.text, mode, result.citations, hits, None, save=not self.cancelled
+        )
+
+
 def _ask(
-    library: Any,
-    settings: Settings,
+    library: Library,
     question: str,
     conversation: int | None,
     client: LLMClient | None,
@@ -330,135 +373,171 @@ def _ask(
     k: int,
     store: bool,
 ) -> Iterator[Event]:
-    run = _Run()
     question = question.strip()
     if not question:
         yield ErrorEvent(LecternError("The question is empty.", "Type a question to ask."))
         return
-    conversations = conversation_store(library) if store else None
-    history: list[Turn] = []
-    if conversation is not None:
-        if conversations is None:
-            conversations = conversation_store(library)
-        try:
-            if conversations is None or conversations.get(conversation) is None:
-                yield ErrorEvent(
-                    LecternError(
-                        f"There is no conversation {conversation}.",
-                        "Leave out --conversation to start a new one.",
-                    )
-                )
-                return
-            history = conversations.turns(conversation)
-        except StoreError as exc:
-            yield ErrorEvent(exc)
-            return
-
-    writer = conversations if store else None  # history is read either way
+    history = yield from _history(library, conversation)
+    if history is None:
+        return
+    writer = library.conversations if store else None  # history is read either way
+    q = _Question(library, _Run(), writer, conversation, question, question, cancel)
     llm_down: LLMError | None = None
 
     # 1. Make a follow-up standalone before retrieving for it.
-    standalone = question
     if history:
-        t = time.perf_counter()
-        rewritten: str | None = None
-        if client is not None:
-            try:
-                reply = complete(
-                    client,
-                    model,
-                    rewrite_messages([(h.question, h.answer) for h in history], question),
-                    num_ctx=REWRITE_CONTEXT if client.sets_num_ctx else None,
-                    num_predict=REWRITE_TOKENS,
-                    cancel=cancel,
-                )
-                rewritten = clean_rewrite(reply, question)
-            except (LLMUnavailableError, LLMTimeoutError) as exc:
-                llm_down = exc
-            except ModelNotFoundError as exc:
-                yield ErrorEvent(exc)
-                return
-            except LLMError as exc:
-                run.warnings.append(
-                    _warning(
-                        "rewrite_failed",
-                        f"The follow-up question could not be rewritten: {exc.message}",
-                    )
-                )
-        standalone = rewritten or keyword_followup(
-            [h.standalone_question for h in history], question
-        )
-        if not rewritten and len(content_words(question)) >= 2:
-            # The previous question's terms help retrieval but would drag the extracted
-            # sentences back to the previous answer; pick them by the question as asked.
-            run.extract_question = question
-        run.mark("rewrite_s", t)
+        rewritten = yield from _make_standalone(q, history, client, model)
+        if rewritten is None:
+            return
+        q.standalone, llm_down = rewritten
 
     # 2. Retrieve.
-    t = time.perf_counter()
-    try:
-        hits = list(library.search(standalone, k=k))
-    except LecternError as exc:
-        yield ErrorEvent(exc)
+    hits = yield from _retrieve(q, k)
+    if hits is None:
         return
-    run.mark("retrieval_s", t)
-
     if not hits:
-        yield SourcesEvent((), standalone)
-        run.warnings.append(_warning("no_sources", "Nothing in the library matches this question."))
+        yield SourcesEvent((), q.standalone)
+        q.run.warnings.append(_nothing_found(q.library))
         yield TokenEvent(REFUSAL)
-        yield from _finish(
-            library,
-            run,
-            writer,
-            conversation,
-            question,
-            standalone,
-            REFUSAL,
-            "declined",
-            (),
-            (),
-            None,
-        )
+        yield from q.finish(REFUSAL, "declined", (), (), None)
         return
 
     # 3. Decide: generate (prompt sized to the model) or extract.
     prompt: Prompt | None = None
-    if client is not None and llm_down is None and not _cancelled(cancel):
+    if client is not None and llm_down is None and not q.cancelled:
+        fitted = yield from _fit(q, client, model, hits)
+        if fitted is None:
+            return
+        prompt, llm_down = fitted
+    if prompt is None or client is None:
+        if llm_down is not None:
+            q.run.warnings.insert(0, _fallback_warning(llm_down))
+        yield SourcesEvent(tuple(hits), q.standalone)
+        yield from q.extractive(hits)
+        return
+
+    # 4. Stream the answer, 5. check its citations.
+    yield from _generate(q, client, model, prompt)
+
+
+def _nothing_found(library: Library) -> WarningEvent:
+    """An empty library needs a folder, not a better question."""
+    try:
+        empty = library.store.counts()[0].get("indexed", 0) == 0
+    except LecternError:
+        empty = False
+    if empty:
+        return _warning(
+            "empty_library",
+            "The library has no documents yet: add a folder of your documents, then ask again.",
+        )
+    return _warning("no_sources", "Nothing in the library matches this question.")
+
+
+def _history(
+    library: Library, conversation: int | None
+) -> Generator[Event, None, list[Turn] | None]:
+    """The earlier turns of ``conversation`` ([] for a new one); None after an error."""
+    if conversation is None:
+        return []
+    try:
+        if library.conversations.get(conversation) is None:
+            yield ErrorEvent(
+                LecternError(
+                    f"There is no conversation {conversation}.",
+                    "Leave out --conversation to start a new one.",
+                )
+            )
+            return None
+        return library.conversations.turns(conversation)
+    except StoreError as exc:
+        yield ErrorEvent(exc)
+        return None
+
+
+def _make_standalone(
+    q: _Question, history: Sequence[Turn], client: LLMClient | None, model: str
+) -> Generator[Event, None, tuple[str, LLMError | None] | None]:
+    """The follow-up as a standalone question, and the error if the server is down; None
+    after an error that ends the question."""
+    t = time.perf_counter()
+    rewritten: str | None = None
+    llm_down: LLMError | None = None
+    if client is not None:
         try:
-            context_length = client.context_length(model)
+            reply = complete(
+                client,
+                model,
+                rewrite_messages([(h.question, h.answer) for h in history], q.question),
+                num_ctx=REWRITE_CONTEXT if client.sets_num_ctx else None,
+                num_predict=REWRITE_TOKENS,
+                cancel=q.cancel,
+            )
+            rewritten = clean_rewrite(reply, q.question)
         except (LLMUnavailableError, LLMTimeoutError) as exc:
             llm_down = exc
         except ModelNotFoundError as exc:
-            yield SourcesEvent(tuple(hits), standalone)
             yield ErrorEvent(exc)
-            return
-        except LLMError:
-            context_length = None  # the server could not say; size for the request alone
-        if llm_down is None:
-            try:
-                prompt = fit_prompt(
-                    standalone,
-                    hits,
-                    context_length=context_length,
-                    sets_num_ctx=client.sets_num_ctx,
-                    dates=_dates(library, hits),
+            return None
+        except LLMError as exc:
+            q.run.warnings.append(
+                _warning(
+                    "rewrite_failed",
+                    f"The follow-up question could not be rewritten: {exc.message}",
                 )
-            except ContextTooSmallError as exc:
-                yield SourcesEvent(tuple(hits), standalone)
-                yield ErrorEvent(exc)
-                return
+            )
+    standalone = rewritten or keyword_followup([h.standalone_question for h in history], q.question)
+    if not rewritten and len(content_words(q.question)) >= 2:
+        # The previous question's terms help retrieval but would drag the extracted
+        # sentences back to the previous answer; pick them by the question as asked.
+        q.run.extract_question = q.question
+    q.run.mark("rewrite_s", t)
+    return standalone, llm_down
 
-    if prompt is None:
-        if llm_down is not None:
-            run.warnings.insert(0, _fallback_warning(llm_down))
-        yield SourcesEvent(tuple(hits), standalone)
-        yield from _extractive(
-            library, run, writer, conversation, question, standalone, hits, cancel
+
+def _retrieve(q: _Question, k: int) -> Generator[Event, None, list[Hit] | None]:
+    t = time.perf_counter()
+    try:
+        hits = list(q.library.search(q.standalone, k=k))
+    except LecternError as exc:
+        yield ErrorEvent(exc)
+        return None
+    q.run.mark("retrieval_s", t)
+    return hits
+
+
+def _fit(
+    q: _Question, client: LLMClient, model: str, hits: Sequence[Hit]
+) -> Generator[Event, None, tuple[Prompt | None, LLMError | None] | None]:
+    """The prompt sized to the model's context, or the error that makes the answer
+    extractive; None after an error that ends the question."""
+    try:
+        context_length = client.context_length(model)
+    except (LLMUnavailableError, LLMTimeoutError) as exc:
+        return None, exc
+    except ModelNotFoundError as exc:
+        yield SourcesEvent(tuple(hits), q.standalone)
+        yield ErrorEvent(exc)
+        return None
+    except LLMError:
+        context_length = None  # the server could not say; size for the request alone
+    try:
+        prompt = fit_prompt(
+            q.standalone,
+            hits,
+            context_length=context_length,
+            sets_num_ctx=client.sets_num_ctx,
+            dates=_dates(q.library, hits),
         )
-        return
+    except ContextTooSmallError as exc:
+        yield SourcesEvent(tuple(hits), q.standalone)
+        yield ErrorEvent(exc)
+        return None
+    return prompt, None
 
-    assert client is not None
+
+def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> Iterator[Event]:
+    run = q.run
     sources = list(prompt.hits)
     if prompt.dropped:
         run.warnings.append(
@@ -468,12 +547,11 @@ def _ask(
                 f"model's context window ({prompt.context_limit} tokens).",
             )
         )
-    yield SourcesEvent(tuple(sources), standalone)
+    yield SourcesEvent(tuple(sources), q.standalone)
 
-    # 4. Stream the answer.
     t = time.perf_counter()
     parts: list[str] = []
-    final = None
+    final: ChatDelta | None = None
     failure: LLMError | None = None
     run.timings.update(
         {
@@ -489,7 +567,7 @@ def _ask(
             num_ctx=prompt.num_ctx,
             num_predict=prompt.num_predict,
             temperature=TEMPERATURE,
-            cancel=cancel,
+            cancel=q.cancel,
         ):
             if "first_token_s" not in run.timings:
                 run.mark("first_token_s", t)
@@ -509,154 +587,60 @@ def _ask(
     if failure is not None and not partial:
         if isinstance(failure, LLMUnavailableError | LLMTimeoutError | StreamInterruptedError):
             run.warnings.insert(0, _fallback_warning(failure))
-            yield from _extractive(
-                library, run, writer, conversation, question, standalone, sources, cancel
-            )
+            yield from q.extractive(sources)
             return
         yield ErrorEvent(failure, "")
         return
-    if failure is not None:
-        # The hint is the next step ("try again"); the message alone reads like a crash report.
-        hint = f" {failure.hint}" if failure.hint else ""
-        run.warnings.append(
-            _warning("incomplete", f"The answer is incomplete: {failure.message}{hint}")
-        )
-    if _cancelled(cancel):
-        run.warnings.append(_warning("cancelled", "Stopped before the answer was finished."))
-    if final is not None:
-        run.timings["prompt_eval_count"] = final.prompt_eval_count
-        run.timings["eval_count"] = final.eval_count
-        if looks_truncated(final.prompt_eval_count, prompt.estimated_tokens):
-            run.warnings.append(
-                _warning(
-                    "truncated",
-                    f"The server read only {final.prompt_eval_count} prompt tokens of about "
-                    f"{prompt.estimated_tokens} sent: it probably cut the sources, so the answer "
-                    "may miss information. Use a model with a larger context window.",
-                )
-            )
-        if final.done_reason == "length":
-            run.warnings.append(
-                _warning("incomplete", "The answer reached the length limit and was cut off.")
-            )
-    if not partial and not _cancelled(cancel):
+    _stream_warnings(q, failure, final, prompt)
+    if not partial and not q.cancelled:
         run.warnings.append(_warning("empty", "The model returned an empty answer."))
-        yield from _extractive(
-            library, run, writer, conversation, question, standalone, sources, cancel
-        )
+        yield from q.extractive(sources)
         return
 
-    # 5. Check the citations.
     t = time.perf_counter()
-    embedder = _embedder(library)
+    embedder = _embedder(q.library)
     report = verify_answer(
-        partial, sources, embedder, finder=SpanFinder(embedder, _page_lookup(library, sources))
+        partial, sources, embedder, finder=SpanFinder(embedder, _page_lookup(q.library, sources))
     )
     run.mark("citations_s", t)
     run.warnings.extend(_from_answer_warnings(report.warnings))
     mode = "declined" if report.refusal else "generated"
-    yield from _finish(
-        library,
-        run,
-        writer,
-        conversation,
-        question,
-        standalone,
-        report.answer,
-        mode,
-        report.citations,
-        sources,
-        model,
-        save=not _cancelled(cancel),
-    )
+    yield from q.finish(report.answer, mode, report.citations, sources, model, save=not q.cancelled)
+
+
+def _stream_warnings(
+    q: _Question, failure: LLMError | None, final: ChatDelta | None, prompt: Prompt
+) -> None:
+    """What the end of the stream says about the answer: cut short, cancelled, the
+    prompt truncated by the server, or the length limit reached."""
+    run = q.run
+    if failure is not None:
+        # One sentence: what happened to this answer. The next step (ask again) is a
+        # button beside the warning, not more words in it.
+        reason = failure.message.rstrip(".")
+        if reason.startswith("The "):
+            reason = "the " + reason[4:]
+        run.warnings.append(_warning("incomplete", f"The answer is incomplete: {reason}."))
+    if q.cancelled:
+        run.warnings.append(_warning("cancelled", "Stopped before the answer was finished."))
+    if final is None:
+        return
+    run.timings["prompt_eval_count"] = final.prompt_eval_count
+    run.timings["eval_count"] = final.eval_count
+    if looks_truncated(final.prompt_eval_count, prompt.estimated_tokens):
+        run.warnings.append(
+            _warning(
+                "truncated",
+                f"The server read only {final.prompt_eval_count} prompt tokens of about "
+                f"{prompt.estimated_tokens} sent: it probably cut the sources, so the answer "
+                "may miss information. Use a model with a larger context window.",
+            )
+        )
+    if final.done_reason == "length":
+        run.warnings.append(
+            _warning("incomplete", "The answer reached the length limit and was cut off.")
+        )
 
 
 def _cancelled(cancel: threading.Event | None) -> bool:
     return cancel is not None and cancel.is_set()
-
-
-def _extractive(
-    library: Any,
-    run: _Run,
-    conversations: ConversationStore | None,
-    conversation: int | None,
-    question: str,
-    standalone: str,
-    hits: Sequence[Hit],
-    cancel: threading.Event | None,
-) -> Iterator[Event]:
-    t = time.perf_counter()
-    result = extract_answer(
-        run.extract_question or standalone,
-        hits,
-        _embedder(library),
-        page_of=_page_lookup(library, hits),
-    )
-    run.mark("extractive_s", t)
-    yield TokenEvent(result.text)
-    mode = "declined" if result.declined else "extractive"
-    yield from _finish(
-        library,
-        run,
-        conversations,
-        conversation,
-        question,
-        standalone,
-        result.text,
-        mode,
-        result.citations,
-        hits,
-        None,
-        save=not _cancelled(cancel),
-    )
-
-
-def _finish(
-    library: Any,
-    run: _Run,
-    conversations: ConversationStore | None,
-    conversation: int | None,
-    question: str,
-    standalone: str,
-    answer: str,
-    mode: str,
-    citations: Sequence[Citation],
-    sources: Sequence[Hit],
-    model: str | None,
-    *,
-    save: bool = True,
-) -> Iterator[Event]:
-    turn_id: int | None = None
-    if conversations is not None and save:
-        try:
-            if conversation is None:
-                conversation = conversations.create(question)
-            turn_id = conversations.add_turn(
-                conversation,
-                question=question,
-                standalone_question=standalone,
-                answer=answer,
-                mode=mode,
-                sources=sources,
-                citations=citations,
-                warnings=[w.to_json() for w in run.warnings],
-            )
-        except Exception as exc:  # an answer is never lost to a history write
-            run.warnings.append(
-                _warning("not_saved", f"The answer could not be saved to the conversation: {exc}")
-            )
-    run.timings["total_s"] = round(time.perf_counter() - run.started, 4)
-    yield CitationsEvent(tuple(citations))
-    yield from run.warnings
-    yield DoneEvent(
-        answer=answer,
-        mode=mode,
-        citations=tuple(citations),
-        warnings=tuple(run.warnings),
-        timings=dict(run.timings),
-        conversation_id=conversation,
-        turn_id=turn_id,
-        model=model,
-        question=standalone,
-        sources=tuple(sources),
-    )

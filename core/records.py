@@ -7,8 +7,11 @@ the exact characters and page the user should see highlighted.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
+from typing import Any
 
 
 class DocState(str, Enum):
@@ -28,11 +31,52 @@ class BlockKind(str, Enum):
 
 @dataclass(frozen=True)
 class PageSpan:
-    """Characters ``[start, end)`` of the document text come from page ``page`` (1-based)."""
+    """Characters ``[start, end)`` of the document text come from page ``page`` (1-based).
+
+    ``page`` is the document's own unit of place, named by its type (``LOCATION_UNITS``):
+    a PDF page, a slide, an EPUB chapter, a spreadsheet row, a message in a mailbox. So
+    chunks, citation spans and the stored page list carry every format's location the
+    same way, and ``location_label`` turns one into words."""
 
     page: int
     start: int
     end: int
+
+
+# What ``PageSpan.page`` counts, per document type; types not listed have no numbered
+# places (their heading path says where a passage is).
+LOCATION_UNITS: dict[str, str] = {
+    "pdf": "page",
+    "pptx": "slide",
+    "odp": "slide",
+    "epub": "chapter",
+    "xlsx": "row",
+    "ods": "row",
+    "csv": "row",
+    "mbox": "message",
+}
+# Types whose heading path starts with the sheet's name (and then its header row).
+SHEET_TYPES = frozenset({"xlsx", "ods", "csv"})
+
+
+def location_label(
+    doc_type: str,
+    page: int | None,
+    page_end: int | None = None,
+    heading_path: tuple[str, ...] | list[str] = (),
+) -> str:
+    """Where a passage is, in words a person understands: "page 3", "slides 3–4",
+    "chapter 2", "Budget, row 12"; "" when the document has no numbered places."""
+    unit = LOCATION_UNITS.get(doc_type)
+    if unit is None or page is None:
+        return ""
+    if page_end is not None and page_end != page:
+        where = f"{unit}s {page}–{page_end}"
+    else:
+        where = f"{unit} {page}"
+    if doc_type in SHEET_TYPES and heading_path and heading_path[0] and doc_type != "csv":
+        return f"{heading_path[0]}, {where}"
+    return where
 
 
 @dataclass(frozen=True)
@@ -50,18 +94,48 @@ class Block:
 
 
 @dataclass(frozen=True)
+class WordBox:
+    """A word read by OCR: characters ``[start, end)`` of the document text, on ``page``,
+    inside the box ``x0, y0, x1, y1`` in PDF points from the page's top-left corner as it
+    is displayed (rotation applied), the same frame as a digital page's text selection."""
+
+    page: int
+    start: int
+    end: int
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+
+@dataclass(frozen=True)
 class ParsedDocument:
     text: str
     title: str
     blocks: tuple[Block, ...]
     pages: tuple[PageSpan, ...] = ()
     page_count: int = 0
+    # Said to the person alongside "indexed" when only part of the file could be read
+    # within the parser's limits (a sheet cut at its cell limit, messages that failed).
+    notice: str = ""
+    # Documents carried inside this file (a mail's attachments), each stored as a
+    # document of its own at "<this file's path>/<name>" (see core.scan.attachment_path).
+    attachments: tuple[tuple[str, ParsedDocument], ...] = ()
+    # Pages with no text layer that show an image: OCR reads them in a later, slower pass.
+    needs_ocr: tuple[int, ...] = ()
+    # Pages whose text was read by OCR, and where each word it read lies on its page.
+    ocr_pages: tuple[int, ...] = ()
+    words: tuple[WordBox, ...] = ()
 
     def page_at(self, offset: int) -> int | None:
-        for span in self.pages:
-            if span.start <= offset < span.end:
-                return span.page
-        return self.pages[-1].page if self.pages and offset >= self.pages[-1].end else None
+        # Spans are in text order; a sheet has one per row, so search rather than scan.
+        pages = self.pages
+        if not pages:
+            return None
+        i = bisect.bisect_right(pages, offset, key=lambda span: span.start) - 1
+        if i >= 0 and offset < pages[i].end:
+            return pages[i].page
+        return pages[-1].page if offset >= pages[-1].end else None
 
 
 @dataclass(frozen=True)
@@ -100,6 +174,55 @@ class Document:
 
 
 @dataclass(frozen=True)
+class FileInfo:
+    path: str
+    folder: str
+    size: int
+    mtime: float
+    # Set for an entry that is not a readable regular file (a pipe, a socket, a broken or
+    # looping link): it is listed as skipped with this reason and never opened.
+    special: str = ""
+
+
+@dataclass(frozen=True)
+class PreparedFile:
+    """A file read and chunked by the indexer, ready to be embedded and written."""
+
+    info: FileInfo
+    content_hash: str
+    doc_type: str | None
+    parsed: ParsedDocument | None = None
+    chunks: tuple[Chunk, ...] = ()
+    reuse_from: int | None = None  # document id with identical content already embedded
+    state: DocState = DocState.INDEXED
+    reason: str = ""
+    # Documents carried inside this file (a mail's attachments), written right after it.
+    attached: tuple[PreparedFile, ...] = ()
+
+
+@dataclass(frozen=True)
+class IndexPlan:
+    """What a run must do: the result of comparing the disk with the database."""
+
+    to_index: tuple[FileInfo, ...]
+    to_remove: tuple[str, ...]
+    touched: tuple[FileInfo, ...]  # same content, new mtime: metadata update only
+    unchanged: int
+
+
+@dataclass(frozen=True)
+class FolderStatus:
+    path: str
+    online: bool
+    indexed: int
+    failed: int
+    skipped: int
+    pending: int
+    chunks: int
+    ocr: int = 0  # indexed documents read (at least in part) by OCR
+
+
+@dataclass(frozen=True)
 class Hit:
     """One retrieved chunk with where it came from and how it ranked."""
 
@@ -118,6 +241,11 @@ class Hit:
     bm25_rank: int | None = None
     dense_rank: int | None = None
 
+    @property
+    def location(self) -> str:
+        """ "page 3", "slide 2", "Budget, rows 12–20"; "" where the type has none."""
+        return location_label(self.type, self.page, self.page_end, self.heading_path)
+
     def to_json(self) -> dict[str, object]:
         return {
             "chunk_id": self.chunk_id,
@@ -126,6 +254,7 @@ class Hit:
             "type": self.type,
             "page": self.page,
             "page_end": self.page_end,
+            "location": self.location,
             "score": round(self.score, 6),
             "text": self.text,
             "start": self.start,
@@ -157,12 +286,21 @@ class Citation:
     def quote(self) -> str:
         return " ".join(s.text for s in self.spans)
 
+    @property
+    def location(self) -> str:
+        """Where the cited words are: the first span's place, else the passage's."""
+        hit = self.hit
+        if self.spans and self.spans[0].page is not None:
+            return location_label(hit.type, self.spans[0].page, None, hit.heading_path)
+        return hit.location
+
     def to_json(self) -> dict[str, object]:
         first = self.spans[0] if self.spans else None
         return {
             "n": self.n,
             "document": self.hit.path,
             "title": self.hit.title,
+            "location": self.location,
             "page": first.page if first else self.hit.page,
             "start": first.start if first else self.hit.start,
             "end": self.spans[-1].end if self.spans else self.hit.end,
@@ -233,3 +371,51 @@ class RecoveryNotice:
             "kept_at": self.kept_at,
             "at": self.at,
         }
+
+
+@dataclass(frozen=True)
+class Turn:
+    id: int
+    conversation_id: int
+    question: str
+    standalone_question: str
+    answer: str
+    mode: str
+    created_at: datetime | None
+    sources: tuple[dict[str, Any], ...]
+    citations: tuple[dict[str, Any], ...]
+    warnings: tuple[dict[str, Any], ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "conversation": self.conversation_id,
+            "question": self.question,
+            "standalone_question": self.standalone_question,
+            "answer": self.answer,
+            "mode": self.mode,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "sources": list(self.sources),
+            "citations": list(self.citations),
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    created_at: datetime | None
+    turn_count: int = 0
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Which part of the library a search looks in: folders (and what is under them)
+    and file types; empty means everywhere."""
+
+    folders: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.folders or self.types)

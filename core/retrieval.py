@@ -1,49 +1,32 @@
-"""Retrieval stage: BM25 and dense candidates fused by reciprocal rank fusion.
+"""Retrieval stage: BM25 and dense candidates, fused per document, shown diversified.
 
-Keyword and meaning search fail differently (an error code vs a paraphrase), so both run
-and are fused by rank, not score: BM25 and cosine scores live on unrelated scales, while
-RRF (k=60) needs no calibration and is robust to either list being noisy.
+Keyword and meaning search fail differently (an error code vs a paraphrase), so both run.
+Candidates are counted in *documents*: each list fetches enough chunks to reach
+``candidates`` distinct documents (a long document can fill 50 chunk places on its own).
+core/fusion.py fuses the two lists at document level, score-aware and weighted per query.
+The user sees the best chunks of each document in fused order, a document taking at most
+two of the top places (the second only after every other document's first) unless it is
+the only one that matches.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.embedding import Embedder
+from core.embedding import Embedder, embed_queries
 from core.errors import LecternError
-from core.records import Hit
+from core.fusion import FusionParams, best_per_document, fuse
+from core.records import Hit, SearchFilters
 from core.store.db import Database
 from core.store.keyword import KeywordIndex
-from core.store.vectors import VectorIndex, blobs_to_matrix
+from core.store.lookup import filtered_embeddings, hits_for, live_chunk_documents
+from core.store.vectors import VectorIndex
 
 MODES = ("hybrid", "bm25", "dense")
-
-
-@dataclass(frozen=True)
-class SearchFilters:
-    folders: tuple[str, ...] = ()
-    types: tuple[str, ...] = ()
-
-    def sql(self) -> tuple[str, list[object]]:
-        clauses: list[str] = []
-        params: list[object] = []
-        if self.folders:
-            ors = []
-            for folder in self.folders:
-                ors.append("(d.folder = ? OR starts_with(d.path, ?))")
-                params.extend([folder, folder.rstrip("/") + "/"])
-            clauses.append("(" + " OR ".join(ors) + ")")
-        if self.types:
-            clauses.append("d.type IN (SELECT unnest(?::VARCHAR[]))")
-            params.append([t.lower().lstrip(".") for t in self.types])
-        return " AND ".join(clauses), params
-
-    def __bool__(self) -> bool:
-        return bool(self.folders or self.types)
+FUSIONS = ("adaptive", "rrf")
 
 
 def rrf_fuse(ranked_lists: Sequence[Sequence[int]], k: int = 60) -> list[tuple[int, float]]:
@@ -54,6 +37,59 @@ def rrf_fuse(ranked_lists: Sequence[Sequence[int]], k: int = 60) -> list[tuple[i
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+# Chunks fetched per wanted document at first; doubled (up to the cap) while a list has
+# fewer distinct documents than wanted and more chunks to give.
+_CHUNKS_PER_DOCUMENT = 3
+_MAX_CHUNKS_PER_DOCUMENT = 64
+MAX_PER_DOCUMENT = 2
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """One query's chunk lists (best first) and their documents, before fusion."""
+
+    bm25: list[tuple[int, float]]
+    dense: list[tuple[int, float]]
+    document_of: dict[int, int]
+
+
+def _document_ranks(
+    ranked: Sequence[tuple[int, float]], document_of: dict[int, int]
+) -> dict[int, int]:
+    ranks: dict[int, int] = {}
+    for chunk, _ in ranked:
+        doc = document_of[chunk]
+        if doc not in ranks:
+            ranks[doc] = len(ranks) + 1
+    return ranks
+
+
+def diversified(
+    documents: Sequence[tuple[int, float]], found: Candidates, k: int
+) -> list[tuple[int, float]]:
+    """Up to ``k`` (chunk, document score): each document's best chunk in document order,
+    then a second chunk of each in the same order; more of one document only when it is
+    the only one found. A document's chunks are ordered by their best place in either
+    list."""
+    place: dict[int, int] = {}
+    for ranked in (found.bm25, found.dense):
+        for i, (chunk, _) in enumerate(ranked):
+            place[chunk] = min(place.get(chunk, i), i)
+    chunks_of: dict[int, list[int]] = {}
+    for chunk in sorted(place, key=lambda c: (place[c], c)):
+        chunks_of.setdefault(found.document_of[chunk], []).append(chunk)
+    documents = [(d, s) for d, s in documents if d in chunks_of]
+    per_document = MAX_PER_DOCUMENT if len(documents) > 1 else k
+    out: list[tuple[int, float]] = []
+    for turn in range(per_document):
+        for doc, score in documents:
+            if len(out) >= k:
+                return out
+            if turn < len(chunks_of[doc]):
+                out.append((chunks_of[doc][turn], score))
+    return out
+
+
 class Retriever:
     def __init__(
         self,
@@ -62,15 +98,21 @@ class Retriever:
         vectors: VectorIndex,
         embedder: Embedder,
         *,
-        candidates: int = 50,
+        candidates: int = 100,
         rrf_k: int = 60,
+        fusion: str = "adaptive",
+        params: FusionParams | None = None,
     ) -> None:
+        if fusion not in FUSIONS:
+            raise LecternError(f"Unknown fusion {fusion!r}.", f"Use one of: {', '.join(FUSIONS)}.")
         self.db = db
         self.keyword = keyword
         self.vectors = vectors
         self.embedder = embedder
         self.candidates = candidates
         self.rrf_k = rrf_k
+        self.fusion = fusion
+        self.params = params or FusionParams(depth=candidates)
 
     def search(
         self, query: str, k: int = 6, mode: str = "hybrid", filters: SearchFilters | None = None
@@ -81,104 +123,88 @@ class Retriever:
         query = query.strip()
         if not query:
             return []
+        found = self.candidate_lists(query, mode, filters)
+        ranked = self.rank_documents(found, mode)
+        return self._hits(diversified(ranked, found, k), found)
+
+    def candidate_lists(self, query: str, mode: str, filters: SearchFilters) -> Candidates:
         bm25: list[tuple[int, float]] = []
         dense: list[tuple[int, float]] = []
+        document_of: dict[int, int] = {}
         if mode in ("hybrid", "bm25"):
-            where, params = filters.sql()
-            bm25 = self.keyword.search(
-                query, self.candidates, filter_sql=where, filter_params=params
+            bm25 = self._deep_enough(
+                lambda n: self.keyword.search(query, n, filters=filters), document_of
             )
         if mode in ("hybrid", "dense"):
-            dense = self.dense(query, self.candidates, filters)
-        if mode == "bm25":
-            fused = bm25
-        elif mode == "dense":
-            fused = dense
-        else:
-            fused = rrf_fuse([[c for c, _ in bm25], [c for c, _ in dense]], self.rrf_k)
-        top = fused[:k]
-        bm25_rank = {c: i for i, (c, _) in enumerate(bm25, start=1)}
-        dense_rank = {c: i for i, (c, _) in enumerate(dense, start=1)}
-        return self._hits(top, bm25_rank, dense_rank)
+            vector = embed_queries(self.embedder, [query])[0]
+            dense = self._deep_enough(lambda n: self.dense_vector(vector, n, filters), document_of)
+        return Candidates(
+            [x for x in bm25 if x[0] in document_of],
+            [x for x in dense if x[0] in document_of],
+            document_of,
+        )
 
-    def dense(self, query: str, limit: int, filters: SearchFilters) -> list[tuple[int, float]]:
-        vector = self.embedder.embed([query])[0]
+    def _deep_enough(
+        self, fetch: Callable[[int], list[tuple[int, float]]], document_of: dict[int, int]
+    ) -> list[tuple[int, float]]:
+        """The chunks of one list, enough to reach ``candidates`` documents; adds the
+        live ones' documents to ``document_of`` (a chunk left out there is not live)."""
+        limit = self.candidates * _CHUNKS_PER_DOCUMENT
+        while True:
+            found = fetch(limit)
+            new = [c for c, _ in found if c not in document_of]
+            document_of.update(live_chunk_documents(self.db, new))
+            if len(found) < limit or limit >= self.candidates * _MAX_CHUNKS_PER_DOCUMENT:
+                return found
+            if len({document_of[c] for c, _ in found if c in document_of}) >= self.candidates:
+                return found
+            limit *= 2
+
+    def rank_documents(self, found: Candidates, mode: str) -> list[tuple[int, float]]:
+        """Documents, best first, with the score they are ranked by."""
+        bm25 = best_per_document(found.bm25, found.document_of)
+        dense = best_per_document(found.dense, found.document_of)
+        if mode == "bm25":
+            return bm25
+        if mode == "dense":
+            return dense
+        if self.fusion == "rrf":
+            return rrf_fuse([[d for d, _ in bm25], [d for d, _ in dense]], self.rrf_k)
+        return fuse(bm25, dense, self.params)
+
+    def dense_vector(
+        self, vector: np.ndarray, limit: int, filters: SearchFilters
+    ) -> list[tuple[int, float]]:
         if not filters:
-            found = self.vectors.search(vector, limit)
-            return self._only_live(found)
+            return self.vectors.search(vector, limit)
         # Filtered: exact search over the matching chunks. HNSW with a post-filter would
         # silently return too few results when the filter is selective.
-        where, params = filters.sql()
-        rows = (
-            self.db.cursor()
-            .execute(
-                f"""SELECT c.id, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id
-                WHERE d.state = 'indexed' AND c.embedding IS NOT NULL AND {where}""",
-                params,
-            )
-            .fetchall()
-        )
-        if not rows:
+        ids, matrix = filtered_embeddings(self.db, filters, len(vector))
+        if not ids:
             return []
-        matrix = blobs_to_matrix([r[1] for r in rows], len(vector))
         scores = matrix @ vector
         order = np.argsort(-scores)[:limit]
-        return [(int(rows[i][0]), float(scores[i])) for i in order]
+        return [(ids[i], float(scores[i])) for i in order]
 
-    def _only_live(self, found: list[tuple[int, float]]) -> list[tuple[int, float]]:
-        if not found:
-            return []
-        ids = [c for c, _ in found]
-        live = {
-            r[0]
-            for r in self.db.cursor()
-            .execute(
-                """SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
-                   WHERE d.state = 'indexed' AND c.id IN (SELECT unnest(?::BIGINT[]))""",
-                [ids],
-            )
-            .fetchall()
-        }
-        return [(c, s) for c, s in found if c in live]
-
-    def _hits(
-        self, ranked: list[tuple[int, float]], bm25_rank: dict[int, int], dense_rank: dict[int, int]
-    ) -> list[Hit]:
+    def _hits(self, ranked: list[tuple[int, float]], found: Candidates) -> list[Hit]:
+        """Hits for (chunk, score); the ranks given are those of the chunk's document in
+        each list, since fusion ranks documents."""
         if not ranked:
             return []
-        rows = (
-            self.db.cursor()
-            .execute(
-                """SELECT c.id, c.document_id, d.path, d.title, d.type, c.text, c.start_char, c.end_char,
-                      c.page_start, c.page_end, c.heading_path
-               FROM chunks c JOIN documents d ON d.id = c.document_id
-               WHERE c.id IN (SELECT unnest(?::BIGINT[]))""",
-                [[c for c, _ in ranked]],
-            )
-            .fetchall()
-        )
-        by_id = {r[0]: r for r in rows}
+        bm25_rank = _document_ranks(found.bm25, found.document_of)
+        dense_rank = _document_ranks(found.dense, found.document_of)
+        by_id = hits_for(self.db, [c for c, _ in ranked])
         hits = []
         for chunk_id, score in ranked:
-            r = by_id.get(chunk_id)
-            if r is None:  # deleted between ranking and fetching
+            hit = by_id.get(chunk_id)
+            if hit is None:  # deleted between ranking and fetching
                 continue
             hits.append(
-                Hit(
-                    chunk_id=r[0],
-                    document_id=r[1],
-                    path=r[2],
-                    title=r[3] or "",
-                    type=r[4] or "",
-                    text=r[5],
-                    start=r[6],
-                    end=r[7],
-                    page=r[8],
-                    page_end=r[9],
-                    heading_path=tuple(json.loads(r[10] or "[]")),
+                replace(
+                    hit,
                     score=score,
-                    bm25_rank=bm25_rank.get(chunk_id),
-                    dense_rank=dense_rank.get(chunk_id),
+                    bm25_rank=bm25_rank.get(hit.document_id),
+                    dense_rank=dense_rank.get(hit.document_id),
                 )
             )
         return hits

@@ -12,8 +12,9 @@ import fnmatch
 import os
 import stat
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from core.records import FileInfo
 
 # Editors and office suites leave these next to the real file while it is being saved.
 DEFAULT_IGNORES = (
@@ -35,17 +36,6 @@ DEFAULT_IGNORES = (
     "desktop.ini",
     "__pycache__",
 )
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    path: str
-    folder: str
-    size: int
-    mtime: float
-    # Set for an entry that is not a readable regular file (a pipe, a socket, a broken or
-    # looping link): it is listed as skipped with this reason and never opened.
-    special: str = ""
 
 
 _SPECIAL_KINDS = (
@@ -137,3 +127,25 @@ def iter_files(folder: str, extra_patterns: Sequence[str] = ()) -> Iterator[File
             if info is not None:
                 yield info
         stack.extend(reversed(subdirs))
+
+
+# --- documents carried inside a file (mail attachments) ------------------------------
+
+
+def attachment_path(container: str, name: str) -> str:
+    """Where a document carried inside ``container`` is recorded: under the container's
+    path as if it were a folder. No file on disk can have that path (its "folder" is a
+    file), so it never collides with a real file and the scan never finds it."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    return os.path.join(container, *parts) if parts else os.path.join(container, "attachment")
+
+
+def container_in(path: str, files: set[str] | frozenset[str]) -> str | None:
+    """The file of ``files`` that ``path`` is an attachment of, or None: the nearest
+    enclosing path that is one of them."""
+    parent = os.path.dirname(path)
+    while parent and parent != os.path.dirname(parent):
+        if parent in files:
+            return parent
+        parent = os.path.dirname(parent)
+    return None

@@ -229,15 +229,7 @@ def _check_offline_mode(library: Library) -> str:
     hub = sys.modules.get("huggingface_hub.constants")
     if hub is not None and not getattr(hub, "HF_HUB_OFFLINE", False):
         raise StepFailed("huggingface_hub was imported before offline mode was set.")
-    autoinstall, autoload = (
-        library.db.cursor()
-        .execute(
-            "SELECT current_setting('autoinstall_known_extensions'), "
-            "current_setting('autoload_known_extensions')"
-        )
-        .fetchone()
-    )
-    if autoinstall or autoload:
+    if library.db.extension_downloads_allowed():
         raise StepFailed("DuckDB may download extensions: auto-install or auto-load is on.")
     return "Hugging Face offline mode on; DuckDB extension auto-install off"
 

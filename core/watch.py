@@ -33,7 +33,6 @@ import errno
 import logging
 import os
 import stat
-import sys
 import threading
 import time
 from collections import deque
@@ -50,6 +49,7 @@ from core.errors import LecternError
 from core.indexer import Controls, ProgressCallback
 from core.records import IndexReport
 from core.scan import is_ignored_in, normalize_folder
+from core.threads import lower_thread_priority
 
 if TYPE_CHECKING:
     from core.library import Library
@@ -160,16 +160,6 @@ def filesystem_type(path: str) -> str:
         return kind.lower()
     except Exception:  # no psutil, no /proc: assume local
         return ""
-
-
-def _lower_thread_priority() -> None:
-    """Indexing is background work: the person's foreground work comes first. On Linux
-    the nice value is per thread and inherited by the threads and processes it starts."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + 10))
 
 
 class _EventHandler(FileSystemEventHandler):
@@ -457,7 +447,7 @@ class FolderWatcher:
 
     def _loop(self) -> None:
         if self.low_priority:
-            _lower_thread_priority()
+            lower_thread_priority()
         try:
             # Load the model now rather than on the first saved file (seconds).
             self.library.embedder  # noqa: B018

@@ -13,6 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from core.offline import force_offline
+
 
 def restore_user_library_path() -> None:
     """Give programs Lectern starts (a PDF viewer, xdg-open) the user's library path.
@@ -42,9 +44,7 @@ def restore_user_library_path() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     restore_user_library_path()
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    force_offline()
     logging.basicConfig(
         level=os.environ.get("LECTERN_LOG", "WARNING").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -66,9 +66,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli(args[1:])
     folders = [a for a in args if not a.startswith("-")]
 
-    from PySide6.QtCore import QCoreApplication, QSettings, Qt
-    from PySide6.QtGui import QGuiApplication
-    from PySide6.QtWidgets import QApplication
+    # Before Qt loads: without a display or with a library of its xcb plugin missing, Qt
+    # aborts the process naming the wrong culprit.
+    from desktop.system_check import problems
+
+    found = problems()
+    if found:
+        print("\n\n".join(found), file=sys.stderr)
+        return 1
+
+    from desktop.qt import QApplication, QCoreApplication, QGuiApplication, QSettings, Qt
 
     QCoreApplication.setOrganizationName("Lectern")
     QCoreApplication.setApplicationName("Lectern")
@@ -89,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
     except LecternError as exc:
-        from PySide6.QtWidgets import QMessageBox
+        from desktop.qt import QMessageBox
 
         QMessageBox.critical(None, "Lectern", f"{exc.message}\n\n{exc.hint}")
         return 2
@@ -98,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     instance.listen()
 
-    from desktop.app import Backend
+    from desktop.backend import Backend
     from desktop.main_window import MainWindow
     from desktop.theme import Theme, app_icon
 

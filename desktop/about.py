@@ -10,22 +10,23 @@ import platform
 import sys
 from typing import TYPE_CHECKING
 
-from PySide6 import __version__ as pyside_version
-from PySide6.QtCore import Qt, qVersion
-from PySide6.QtGui import QFont, QFontDatabase
-from PySide6.QtWidgets import (
+from core import __version__
+from desktop.qt import (
     QDialog,
     QDialogButtonBox,
+    QFont,
+    QFontDatabase,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    Qt,
     QTabWidget,
     QVBoxLayout,
     QWidget,
+    qVersion,
 )
-
-from core import __version__
+from desktop.qt import binding_version as pyside_version
 from desktop.theme import app_icon
 from desktop.workers import Background, TaskContext
 

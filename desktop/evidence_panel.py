@@ -3,8 +3,9 @@
 PDFs are shown as the rendered page (QtPdf): the span's text is located in the page's own
 text layer and its character range turned into rectangles with
 ``QPdfDocument.getSelectionAtIndex``; page rendering and text lookup run in the background,
-on a private ``QPdfDocument``, so a large page never stalls the window. Other formats show
-the surrounding extracted text with the span highlighted.
+on a private ``QPdfDocument``, so a large page never stalls the window. A scanned page has
+no text layer: there the rectangles are the boxes OCR stored for the span's words, drawn
+the same way. Other formats show the surrounding extracted text with the span highlighted.
 """
 
 from __future__ import annotations
@@ -13,38 +14,44 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QProcess, QRectF, QSize, QSizeF, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import (
+from core.errors import LecternError
+from core.records import WordBox
+from desktop.backend import Backend
+from desktop.locate import excerpt_bounds, locate_all
+from desktop.qt import (
     QColor,
     QDesktopServices,
+    QFrame,
+    QHBoxLayout,
     QImage,
+    QLabel,
     QPainter,
     QPaintEvent,
     QPen,
-    QResizeEvent,
-    QTextCharFormat,
-    QTextCursor,
-)
-from PySide6.QtWidgets import (
-    QFrame,
-    QHBoxLayout,
-    QLabel,
+    QProcess,
     QPushButton,
+    QRectF,
+    QResizeEvent,
     QScrollArea,
+    QSize,
+    QSizeF,
     QSizePolicy,
     QStackedWidget,
+    Qt,
     QTextBrowser,
+    QTextCharFormat,
+    QTextCursor,
     QTextEdit,
+    QTimer,
     QToolButton,
+    QUrl,
     QVBoxLayout,
     QWidget,
+    Signal,
 )
-
-from core.errors import LecternError
-from desktop.app import Backend
-from desktop.locate import excerpt_bounds, locate_all
 from desktop.theme import Palette, Theme, icon
 from desktop.viewmodels import EvidenceRequest
 from desktop.workers import TaskContext, describe_error
@@ -62,6 +69,7 @@ class PdfEvidence:
     page_size: QSizeF  # points
     rects: list[QRectF] = field(default_factory=list)  # points, origin top-left
     found: bool = False
+    ocr: bool = False  # the page's text was read by OCR
 
 
 @dataclass
@@ -73,10 +81,16 @@ class TextEvidence:
 
 
 def render_pdf_evidence(
-    path: str, page: int | None, needles: list[str], width: int = RENDER_WIDTH
+    path: str,
+    page: int | None,
+    needles: list[str],
+    width: int = RENDER_WIDTH,
+    words: Sequence[WordBox] = (),
 ) -> PdfEvidence:
-    """Render the page holding ``needles`` (tried on ``page`` first, then its neighbours)."""
-    from PySide6.QtPdf import QPdfDocument
+    """Render the page holding ``needles`` (tried on ``page`` first, then its neighbours).
+
+    ``words``: the OCR boxes of the cited characters, for pages read by OCR."""
+    from desktop.qt_pdf import QPdfDocument
 
     doc = QPdfDocument(None)
     try:
@@ -90,18 +104,40 @@ def render_pdf_evidence(
         first = min(max((page or 1) - 1, 0), count - 1)
         order = [first] + [p for p in (first + 1, first - 1, first + 2) if 0 <= p < count]
         chosen, rects = first, []
+        ocr_pages = {w.page for w in words}
         for index in order:
-            found = _find_rects(doc, index, needles)
+            found = word_rects(words, index + 1) or _find_rects(doc, index, needles)
             if found:
                 chosen, rects = index, found
                 break
-        return _render(doc, chosen, width, rects, count)
+        evidence = _render(doc, chosen, width, rects, count)
+        evidence.ocr = chosen + 1 in ocr_pages
+        return evidence
     finally:
         doc.close()
 
 
+def word_rects(words: Sequence[WordBox], page: int) -> list[QRectF]:
+    """One rectangle per line of the OCR words on ``page`` (points, origin top-left), as
+    a text selection on a digital page gives one per line."""
+    rects: list[QRectF] = []
+    for word in words:
+        if word.page != page:
+            continue
+        box = QRectF(word.x0, word.y0, word.x1 - word.x0, word.y1 - word.y0)
+        if rects:
+            last = rects[-1]
+            overlap = min(last.bottom(), box.bottom()) - max(last.top(), box.top())
+            # The next word of the same line: beside the last one, sharing most of its height.
+            if box.left() >= last.left() and overlap >= 0.5 * min(last.height(), box.height()):
+                rects[-1] = last.united(box)
+                continue
+        rects.append(box)
+    return rects
+
+
 def render_pdf_page(path: str, page: int, width: int = RENDER_WIDTH) -> PdfEvidence:
-    from PySide6.QtPdf import QPdfDocument
+    from desktop.qt_pdf import QPdfDocument
 
     doc = QPdfDocument(None)
     try:
@@ -464,8 +500,8 @@ class EvidencePanel(QFrame):
             self.quote_wrap.show()
         else:
             self.quote_wrap.hide()
-        self.open_button.setEnabled(os.path.exists(request.path))
-        if request.removed or not os.path.exists(request.path):
+        self.open_button.setEnabled(original_file(request.path) is not None)
+        if request.removed or original_file(request.path) is None:
             self._show_message(
                 "This document is no longer available.",
                 "It was removed from the library or moved. Add its folder again to see it here.",
@@ -476,9 +512,12 @@ class EvidencePanel(QFrame):
         if request.type == "pdf":
             needles = [s.text for s in request.spans if s.text.strip()]
             path, page = request.path, request.page
+            library, document_id = self.backend.library, request.document_id
+            spans = [(s.start, s.end) for s in request.spans]
 
             def render(ctx: TaskContext) -> PdfEvidence:
-                return render_pdf_evidence(path, page, needles)
+                words = _ocr_words(library, document_id, spans)
+                return render_pdf_evidence(path, page, needles, words=words)
 
             self.backend.background.submit(
                 render,
@@ -595,9 +634,14 @@ class EvidencePanel(QFrame):
         name = os.path.basename(request.path)
         if evidence is not None:
             where = f"page {evidence.page} of {evidence.page_count}"
+            if evidence.ocr:
+                where += " · read by OCR"
             if not evidence.found and request.spans:
                 where += " · the exact sentence could not be located on the page"
             return f"{name} · {where}"
+        if request.type != "pdf":
+            # Slides, chapters, rows and messages are not pages.
+            return f"{name} · {request.location}" if request.location else name
         if request.page:
             return f"{name} · page {request.page}"
         return name
@@ -626,10 +670,20 @@ class EvidencePanel(QFrame):
         path = self.current.path
         request = self.current
 
+        library = self.backend.library
+
         def render(ctx: TaskContext) -> PdfEvidence:
             if request.page is not None and target == request.page:
-                return render_pdf_evidence(path, target, [s.text for s in request.spans])
-            return render_pdf_page(path, target)
+                words = _ocr_words(
+                    library, request.document_id, [(s.start, s.end) for s in request.spans]
+                )
+                return render_pdf_evidence(
+                    path, target, [s.text for s in request.spans], words=words
+                )
+            evidence = render_pdf_page(path, target)
+            if library is not None and request.document_id is not None:
+                evidence.ocr = target in library.ocr_pages(request.document_id)
+            return evidence
 
         self.backend.background.submit(
             render,
@@ -644,7 +698,24 @@ class EvidencePanel(QFrame):
         if self.current is None:
             return
         page = self.pdf_page if self.mode == "pdf" else self.current.page
-        open_document(self.current.path, page if self.current.type == "pdf" else None)
+        path = original_file(self.current.path) or self.current.path
+        own = path == self.current.path and self.current.type == "pdf"
+        open_document(path, page if own else None)
+
+
+def original_file(path: str) -> str | None:
+    """The file on disk that holds ``path``: itself, or for a mail attachment (stored as
+    "lunch.eml/minutes.docx") the mail file it came in; None when neither is there."""
+    if os.path.exists(path):
+        return path
+    parent = os.path.dirname(path)
+    while parent and parent != os.path.dirname(parent):
+        if os.path.isfile(parent):
+            return parent
+        if os.path.isdir(parent):
+            return None
+        parent = os.path.dirname(parent)
+    return None
 
 
 def open_document(path: str, page: int | None = None) -> bool:
@@ -664,6 +735,18 @@ def open_document(path: str, page: int | None = None) -> bool:
         if sumatra and QProcess.startDetached(sumatra, ["-page", str(page), path])[0]:
             return True
     return QDesktopServices.openUrl(QUrl.fromLocalFile(path))
+
+
+def _ocr_words(
+    library: object, document_id: int | None, spans: Sequence[tuple[int, int]]
+) -> list[WordBox]:
+    """The OCR boxes of the cited characters; none on a digital page or without a library."""
+    if library is None or document_id is None:
+        return []
+    words: list[WordBox] = []
+    for start, end in spans:
+        words.extend(library.ocr_words(document_id, start, end))  # type: ignore[attr-defined]
+    return words
 
 
 def _unwrap(text: str) -> str:

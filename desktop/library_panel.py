@@ -6,23 +6,6 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QPoint, QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QMenu,
-    QProgressBar,
-    QPushButton,
-    QSizePolicy,
-    QToolButton,
-    QTreeWidget,
-    QTreeWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
-
 from core.errors import (
     DamagedFileError,
     EncryptedError,
@@ -31,10 +14,34 @@ from core.errors import (
     UnsupportedFileError,
 )
 from core.records import Document, IndexProgress, IndexReport
-from desktop.app import Backend, IndexJob, LibrarySnapshot
+from desktop.backend import Backend, LibrarySnapshot
+from desktop.index_jobs import IndexJob
+from desktop.qt import (
+    QDesktopServices,
+    QFrame,
+    QHBoxLayout,
+    QKeySequence,
+    QLabel,
+    QMenu,
+    QPoint,
+    QProgressBar,
+    QPushButton,
+    QShortcut,
+    QSize,
+    QSizePolicy,
+    Qt,
+    QToolButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QUrl,
+    QVBoxLayout,
+    QWidget,
+    Signal,
+)
 
 if TYPE_CHECKING:
     from core.library import FolderStatus
+from desktop.rich import count_of
 from desktop.theme import Palette, Theme, icon
 from desktop.widgets import ElidedLabel, display_path
 
@@ -291,7 +298,7 @@ class LibraryPanel(QFrame):
         self.tree.setVisible(has)
         if has:
             self.summary.setText(
-                f"{snapshot.documents} files · {snapshot.chunks:,} passages".replace(",", "\u202f")
+                f"{count_of(snapshot.documents, 'file')} · {count_of(snapshot.chunks, 'passage')}"
             )
         self.summary.setVisible(has and not self.progress_card.isVisible())
 
@@ -300,6 +307,8 @@ class LibraryPanel(QFrame):
         row.name.set_full_text(name)
         row.path.set_full_text(display_path(folder.path))
         parts = [f'<span style="color:{palette.success};">●</span> {folder.indexed} indexed']
+        if folder.ocr:
+            parts.append(f"{folder.ocr} read by OCR")
         if folder.failed:
             parts.append(f'<span style="color:{palette.error_text};">{folder.failed} failed</span>')
         if folder.skipped:

@@ -7,44 +7,47 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, QSize, Qt, QTimer, QUrl
-from PySide6.QtGui import (
+from desktop.about import AboutDialog
+from desktop.backend import Backend
+from desktop.conversation_panel import ConversationPanel
+from desktop.evidence_panel import EvidencePanel
+from desktop.library_panel import LibraryPanel
+from desktop.qt import (
     QAction,
+    QByteArray,
     QCloseEvent,
     QColor,
     QDragEnterEvent,
     QDragLeaveEvent,
     QDragMoveEvent,
     QDropEvent,
-    QKeySequence,
-    QPainter,
-    QPaintEvent,
-    QPen,
-    QShortcut,
-)
-from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QHBoxLayout,
+    QKeySequence,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QMainWindow,
     QMenu,
     QMessageBox,
+    QPainter,
+    QPaintEvent,
+    QPen,
     QProgressBar,
     QPushButton,
+    QSettings,
+    QShortcut,
+    QSize,
     QSplitter,
+    Qt,
+    QTimer,
     QToolButton,
+    QUrl,
     QVBoxLayout,
     QWidget,
 )
-
-from desktop.about import AboutDialog
-from desktop.app import Backend
-from desktop.conversation_panel import ConversationPanel
-from desktop.evidence_panel import EvidencePanel
-from desktop.library_panel import LibraryPanel
+from desktop.rich import count_of
 from desktop.settings_dialog import SettingsDialog
 from desktop.theme import Palette, Theme, app_icon, icon
 
@@ -409,7 +412,8 @@ class MainWindow(QMainWindow):
         The first rich-text card of a session pays for font, glyph and style caches (about
         150 ms here); paying it as the app becomes ready keeps the first real answer or
         search from freezing the window mid-use."""
-        from desktop.conversation_panel import SearchResultsWidget, TurnWidget
+        from desktop.search_results import SearchResultsWidget
+        from desktop.turn_view import TurnWidget
         from desktop.viewmodels import SourceView, TurnView
 
         source = SourceView(1, None, "warm-up.txt", "Warm up", "txt", 1, 1, "Warm up text.", 0, 1)
@@ -597,7 +601,7 @@ class MainWindow(QMainWindow):
         if phase == "ready":
             snap = self.backend.snapshot
             text = "Ready" + (
-                f" · {snap.documents} files indexed" if snap and snap.documents else ""
+                f" · {count_of(snap.documents, 'file')} indexed" if snap and snap.documents else ""
             )
         self.phase_label.setText(text)
         self.phase_busy.setVisible(phase in ("opening", "loading_model", "starting"))
@@ -623,11 +627,13 @@ class MainWindow(QMainWindow):
         elif report.failed:
             self.show_notice(
                 "warning",
-                f"{report.failed} file(s) could not be read; they are listed in the library with the reason.",
+                f"{count_of(report.failed, 'file')} could not be read; they are listed in the library with the reason.",
             )
             self.library.expand_problems()
         elif changed:
-            self.show_notice("info", f"Library up to date: {changed} file(s) indexed or updated.")
+            self.show_notice(
+                "info", f"Library up to date: {count_of(changed, 'file')} indexed or updated."
+            )
 
     def show_notice(self, level: str, text: str) -> None:
         p = self.theme.palette

@@ -127,14 +127,14 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def query_terms(query: str) -> set[str]:
-    from core.generation.citations import content_words
+    from core.text import content_words
 
     return set(content_words(query))
 
 
 def highlight_terms_html(text: str, terms: Iterable[str], palette: Palette) -> str:
     """``text`` escaped, with words matching ``terms`` (stem-insensitive) highlighted."""
-    from core.generation.citations import content_words
+    from core.text import content_words
 
     wanted = set(terms)
     out: list[str] = []
@@ -155,7 +155,7 @@ def highlight_terms_html(text: str, terms: Iterable[str], palette: Palette) -> s
 
 def snippet(text: str, terms: Iterable[str], limit: int = 420) -> str:
     """A window of ``text`` around its first matching word, on word boundaries."""
-    from core.generation.citations import content_words
+    from core.text import content_words
 
     flat = " ".join(text.split())
     if len(flat) <= limit:
@@ -197,8 +197,8 @@ def turn_markdown(turn: TurnView) -> str:
                 continue
             citation = turn.citation_for(n)
             quote = " ".join((citation.quote if citation else "").split())
-            page = (citation.page if citation else None) or source.page
-            where = source.path + (f", page {page}" if page else "")
+            place = (citation.location if citation else "") or source.location
+            where = source.path + (f", {place}" if place else "")
             line = f"[{n}] {source.display_name} — {where}"
             if quote:
                 line += f': "{quote}"'
@@ -206,3 +206,19 @@ def turn_markdown(turn: TurnView) -> str:
     if turn.mode == "extractive":
         lines += ["", "_Extracted from the documents; no language model wrote this answer._"]
     return "\n".join(lines).strip() + "\n"
+
+
+def esc(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def count_of(n: int, noun: str, plural: str = "") -> str:
+    """ "1 file", "3 files", "12 345 passages": counts as a person would write them
+    (thousands set apart by a narrow space, which no locale misreads as a decimal)."""
+    number = f"{n:,}".replace(",", "\u202f")
+    return f"{number} {noun if n == 1 else plural or noun + 's'}"

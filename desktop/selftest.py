@@ -50,7 +50,7 @@ def _check_resources() -> str:
 
 
 def _check_qt() -> str:
-    from PySide6.QtWidgets import QApplication
+    from desktop.qt import QApplication
 
     app = QApplication.instance() or QApplication(["Lectern", "-platform", "offscreen"])
     from desktop.theme import app_icon
@@ -62,8 +62,8 @@ def _check_qt() -> str:
 
 def _check_pdf(folder: Path) -> Callable[[], str]:
     def check() -> str:
-        from PySide6.QtCore import QSize
-        from PySide6.QtPdf import QPdfDocument
+        from desktop.qt import QSize
+        from desktop.qt_pdf import QPdfDocument
 
         candidates = sorted(folder.rglob("*.pdf")) or sorted(_sample_folder().glob("*.pdf"))
         if not candidates:

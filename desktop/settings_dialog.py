@@ -5,26 +5,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QIcon
-from PySide6.QtWidgets import (
+from core.config import Settings
+from desktop.backend import Backend
+from desktop.model_probe import LLMStatus, llm_address, model_matches, probe_llm
+from desktop.qt import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
     QFrame,
     QHBoxLayout,
+    QIcon,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
     QSpinBox,
+    Qt,
     QVBoxLayout,
     QWidget,
+    Signal,
 )
-
-from core.config import Settings
-from desktop.app import Backend, LLMStatus, llm_address, model_matches, probe_llm
 from desktop.theme import Theme
 from desktop.workers import Task, TaskContext, describe_error
 

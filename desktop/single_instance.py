@@ -14,8 +14,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from PySide6.QtCore import QObject, Signal
-from PySide6.QtNetwork import QLocalServer, QLocalSocket
+from desktop.qt import QLocalServer, QLocalSocket, QObject, Signal
 
 CONNECT_TIMEOUT_MS = 500
 

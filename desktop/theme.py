@@ -13,10 +13,22 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QObject, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
-from PySide6.QtSvg import QSvgRenderer
-from PySide6.QtWidgets import QApplication
+from desktop.qt import (
+    QApplication,
+    QByteArray,
+    QColor,
+    QGuiApplication,
+    QIcon,
+    QObject,
+    QPainter,
+    QPalette,
+    QPixmap,
+    QRectF,
+    QSize,
+    QSvgRenderer,
+    Qt,
+    Signal,
+)
 
 
 def resources_dir() -> Path:

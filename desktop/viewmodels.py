@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.records import Citation, Hit
+from core.records import SHEET_TYPES, Citation, Hit, location_label
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,8 @@ class SourceView:
     @property
     def section(self) -> str:
         """The heading the passage sits under (when it adds something to the title)."""
+        if self.type in SHEET_TYPES:
+            return ""  # a sheet's heading path is its name and header row, not a section
         names = [h.strip() for h in self.headings if h.strip()]
         if names and names[0].casefold() == self.title.strip().casefold():
             names = names[1:]
@@ -55,8 +57,17 @@ class SourceView:
         return self.title.strip() or self.file_name
 
     @property
+    def location(self) -> str:
+        """ "slide 3", "Budget, row 12", "chapter 2"; "" where the type has none."""
+        return location_label(self.type, self.page, self.page_end, self.headings)
+
+    @property
     def where(self) -> str:
-        """``file.pdf · p. 3`` (or pages 3–4)."""
+        """``file.pdf · p. 3`` (or pages 3–4); ``deck.pptx · slide 3`` and the like for
+        the formats whose places are not pages."""
+        if self.type not in ("pdf", ""):
+            location = self.location
+            return f"{self.file_name} · {location}" if location else self.file_name
         if self.page is None:
             return self.file_name
         if self.page_end and self.page_end != self.page:
@@ -113,6 +124,14 @@ class CitationView:
         if self.spans and self.spans[0].page is not None:
             return self.spans[0].page
         return self.source.page if self.source else None
+
+    @property
+    def location(self) -> str:
+        """Where the cited words are, in the document's own terms ("slide 3")."""
+        source = self.source
+        if source is None:
+            return ""
+        return location_label(source.type, self.page, None, source.headings)
 
     @classmethod
     def from_citation(cls, citation: Citation, sources: Sequence[SourceView]) -> CitationView:
@@ -202,6 +221,7 @@ class EvidenceRequest:
     page: int | None
     label: str  # "[2]" or "Result 3"
     removed: bool = False
+    location: str = ""  # "slide 3", "Budget, row 12": shown for formats without pages
 
     @classmethod
     def for_citation(cls, citation: CitationView) -> EvidenceRequest | None:
@@ -218,6 +238,7 @@ class EvidenceRequest:
             page=citation.page,
             label=f"[{citation.n}]",
             removed=source.removed,
+            location=citation.location if citation.spans else source.location,
         )
 
     @classmethod
@@ -231,6 +252,7 @@ class EvidenceRequest:
             page=source.page,
             label=label,
             removed=source.removed,
+            location=source.location,
         )
 
 

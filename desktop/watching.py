@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
-
-from PySide6.QtCore import QObject, Signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from core.records import IndexProgress
+from core.watch import AppliedBatch, FolderWatcher
+from desktop.qt import QObject, Signal
 
 if TYPE_CHECKING:
-    from desktop.app import Backend
+    from core.library import Library
+    from desktop.workers import Background
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +45,21 @@ class WatchBridge(QObject):
         self.progress.emit(p)
 
 
-def start_watcher(backend: Backend) -> Any:
-    """Start a FolderWatcher on the backend's library (None when core has no watcher)."""
-    try:
-        from core.watch import FolderWatcher
-    except ImportError:
-        return None
-    library = backend.library
-    if library is None:
-        return None
-    bridge = WatchBridge(backend)
+@dataclass(frozen=True)
+class WatchHandlers:
+    """Where the watcher's reports go, on the UI thread."""
+
+    progress: Callable[[IndexProgress], None]
+    batch: Callable[[AppliedBatch], None]
+    status: Callable[[str, str, str], None]
+    error: Callable[[BaseException], None]
+
+
+def start_watcher(
+    library: Library, background: Background, handlers: WatchHandlers, parent: QObject
+) -> tuple[FolderWatcher, WatchBridge]:
+    """Start a FolderWatcher on ``library``; its first walk runs on ``background``."""
+    bridge = WatchBridge(parent)
     watcher = FolderWatcher(
         library,
         on_batch=bridge.batch.emit,
@@ -59,15 +67,14 @@ def start_watcher(backend: Backend) -> Any:
         on_error=bridge.error.emit,
         progress=bridge.report_progress,
     )
-    bridge.progress.connect(backend._watch_progress)
-    bridge.batch.connect(backend._watch_batch)
-    bridge.status.connect(backend._watch_status)
-    bridge.error.connect(backend._watch_error)
-    backend.watch_bridge = bridge
+    bridge.progress.connect(handlers.progress)
+    bridge.batch.connect(handlers.batch)
+    bridge.status.connect(handlers.status)
+    bridge.error.connect(handlers.error)
     # Setting the first watches walks every folder: never on the UI thread.
-    backend.background.submit(
+    background.submit(
         lambda ctx: watcher.start(reconcile=True),
         name="start watcher",
-        on_error=backend._watch_error,
+        on_error=handlers.error,
     )
-    return watcher
+    return watcher, bridge

@@ -11,17 +11,15 @@ touched from another thread and the event loop never waits on the engine.
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThread, QThreadPool, Signal
-
 from core.errors import LecternError
+from core.threads import lower_thread_priority
+from desktop.qt import QObject, QRunnable, QThread, QThreadPool, Signal
 
 log = logging.getLogger(__name__)
 
@@ -61,22 +59,9 @@ class TaskSignals(QObject):
 
 
 def lower_current_thread_priority(step: int = 10) -> None:
-    """Let the person's foreground work (this window first) win the CPU over ours.
-
-    On Linux the nice value is per thread and inherited by the threads and processes the
-    thread starts: the parser process, DuckDB's and torch's worker threads. The thread is
-    set ``step`` below the process's own priority (the UI thread's), not ``step`` below
-    where it was, so a pooled thread running its tenth task is still at the same level.
-    Elsewhere Qt's thread priority is the portable knob.
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            tid = threading.get_native_id()
-            target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + step)
-            if os.getpriority(os.PRIO_PROCESS, tid) < target:
-                os.setpriority(os.PRIO_PROCESS, tid, target)
-        except (OSError, AttributeError):
-            pass
+    """Let the person's foreground work (this window first) win the CPU over ours: the
+    nice value on Linux (see core/threads.py), Qt's thread priority elsewhere."""
+    if lower_thread_priority(step):
         return
     thread = QThread.currentThread()
     if thread is not None:

@@ -56,6 +56,9 @@ GROUPS = {
     "cryptography": "cryptography (pypdf opens AES-encrypted PDFs with it)",
     "duckdb_extension_fts": "DuckDB full-text search extension",
     "usearch": "USearch vector index",
+    "tesserocr.libs": "Tesseract and Leptonica (OCR of scanned pages)",
+    "tessdata": "Tesseract's English model",
+    "pypdfium2_raw": "PDFium (renders scanned pages for OCR)",
 }
 
 

@@ -18,7 +18,6 @@ from core.generation.citations import (
     is_claim,
     parse_citations,
     remove_unknown,
-    split_sentences,
     verify_answer,
 )
 from core.generation.prompt import (
@@ -31,6 +30,7 @@ from core.generation.prompt import (
     strip_invisible,
 )
 from core.records import Hit
+from core.text import split_sentences
 
 SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad-small" / "squad_small.json"
 pytestmark = pytest.mark.skipif(not SQUAD.exists(), reason="../shared/data is not available")

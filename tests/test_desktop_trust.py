@@ -26,6 +26,9 @@ from tests import test_desktop as base
 from tests.fake_ollama import FakeOllama, unused_port
 from tests.test_desktop import WAIT_INDEX_MS, ask, drop
 
+# the window over a real library: model loading and indexing: not in `make test-fast`.
+pytestmark = pytest.mark.slow
+
 # The desktop tests' fixtures: a window on a fresh or copied library, and a library
 # with the sample documents indexed once per module.
 open_window = base.open_window
@@ -207,7 +210,7 @@ def test_badge_follows_each_answer_both_ways(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Only answers re-check here (raising=False: before the periodic check existed).
-    monkeypatch.setattr("desktop.app.LLM_RECHECK_MS", 3_600_000, raising=False)
+    monkeypatch.setattr("desktop.backend.LLM_RECHECK_MS", 3_600_000, raising=False)
     server = FakeOllama().start()
     try:
         window = open_window(url=server.url, copy_from=indexed[0])
@@ -239,7 +242,7 @@ def test_badge_follows_the_server_without_a_request(
     indexed: tuple[Path, Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("desktop.app.LLM_RECHECK_MS", 300, raising=False)
+    monkeypatch.setattr("desktop.backend.LLM_RECHECK_MS", 300, raising=False)
     server = FakeOllama().start()
     try:
         window = open_window(url=server.url, copy_from=indexed[0])
@@ -297,3 +300,42 @@ def test_malformed_server_address_is_named_and_answers_come_from_the_documents(
     notes = [message for kind, message in view.warnings if kind == "llm_unavailable"]
     assert notes and setting in notes[0]
     assert pill.text() == "Server address invalid"  # the answer did not contradict it
+
+
+def test_a_server_killed_mid_answer_offers_ask_again(
+    qtbot: Any,
+    open_window: Callable[..., MainWindow],
+    fake_ollama: FakeOllama,
+    indexed: tuple[Path, Path],
+) -> None:
+    from desktop.qt import QPushButton
+
+    window = open_window(url=fake_ollama.url, copy_from=indexed[0])
+    turn = base.ask_with_the_server_dying(qtbot, window, fake_ollama)
+    notes = [(kind, message) for kind, message in turn.turn.warnings if kind == "incomplete"]
+    assert notes and "chunked" not in notes[0][1] and "(" not in notes[0][1]
+    again = [
+        b for b in turn.findChildren(QPushButton) if b.text() == "Ask again" and b.isVisibleTo(turn)
+    ]
+    assert len(again) == 1
+
+    fake_ollama.die_after_tokens = None
+    qtbot.mouseClick(again[0], Qt.MouseButton.LeftButton)
+    panel = window.conversation
+    qtbot.waitUntil(lambda: panel.last_turn() is not turn, timeout=10_000)
+    second = panel.last_turn()
+    assert second is not None and second.turn.question == "When are receipts required?"
+    qtbot.waitUntil(lambda: not panel.busy and not second.turn.streaming, timeout=60_000)
+    assert second.turn.mode == "generated" and "follows" in second.turn.answer
+
+
+def test_counts_read_as_a_person_writes_them(
+    qtbot: Any, open_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    folder = make_folder(tmp_path / "one", 1)
+    window = open_window()
+    drop(window, folder)
+    qtbot.waitUntil(lambda: indexed_count(qtbot, window) == 1, timeout=WAIT_INDEX_MS)
+    qtbot.waitUntil(lambda: "indexed" in window.phase_label.text(), timeout=10_000)
+    assert "1 file indexed" in window.phase_label.text()
+    assert "1 files" not in window.phase_label.text()

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
-from core.conversations import ConversationStore
 from core.embedding import load_embedder
 from core.errors import ContextTooSmallError, ModelNotFoundError
 from core.generation.citations import REFUSAL
@@ -25,8 +24,9 @@ from core.qa import (
     TokenEvent,
     WarningEvent,
     ask,
-    conversation_store,
 )
+from core.store.conversations import ConversationStore
+from core.store.db import Database
 from tests.fake_ollama import FakeOllama, Messages, quote_first_source, sources_in
 
 SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad-small" / "squad_small.json"
@@ -115,7 +115,7 @@ def test_turns_are_stored_with_sources_and_citations(
             qa_library, "What is the membership fee for 2024?", client=OllamaClient(fake_ollama.url)
         )
     )
-    store = conversation_store(qa_library)
+    store = qa_library.conversations
     assert store is not None and done.conversation_id is not None
     turns = store.turns(done.conversation_id)
     assert len(turns) == 1 and turns[0].id == done.turn_id
@@ -147,7 +147,7 @@ def test_follow_up_is_rewritten_before_retrieval(
     ]
     assert len(rewrite) == 1 and "How much is the membership fee?" in rewrite[0].prompt_text
     assert done.conversation_id == first.conversation_id
-    assert len(conversation_store(qa_library).turns(first.conversation_id)) == 2
+    assert len(qa_library.conversations.turns(first.conversation_id)) == 2
 
 
 def test_follow_up_without_a_model_adds_the_previous_key_terms(qa_library: Library) -> None:
@@ -245,6 +245,25 @@ def test_stream_cut_keeps_the_partial_answer(qa_library: Library, fake_ollama: F
     done = done_of(events)
     assert done.mode == "generated" and len(done.answer.split()) == 4
     assert any(w.kind == "incomplete" for w in done.warnings)
+
+
+def test_a_server_killed_mid_answer_is_told_in_one_plain_sentence(
+    qa_library: Library, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.die_after_tokens = 4
+    done = done_of(
+        run(
+            qa_library,
+            "Who was the leader of the Norse raiders?",
+            client=OllamaClient(fake_ollama.url),
+        )
+    )
+    (warning,) = [w for w in done.warnings if w.kind == "incomplete"]
+    text = warning.message
+    # No library wording ("incomplete chunked read"), no repeated clause, one sentence.
+    assert "(" not in text and "chunked" not in text and "peer" not in text
+    assert text.count("partial answer") <= 1 and text.count(".") == 1
+    assert "stopped" in text
 
 
 def test_no_first_token_falls_back(qa_library: Library, fake_ollama: FakeOllama) -> None:
@@ -377,10 +396,7 @@ def test_extractive_answer_and_decline(qa_library: Library) -> None:
 
 
 def test_conversation_store_roundtrip_and_forgetting(tmp_path: Path) -> None:
-    import duckdb
-
-    con = duckdb.connect(str(tmp_path / "c.duckdb"))
-    store = ConversationStore(lambda: con)
+    store = ConversationStore(Database(tmp_path / "c.duckdb"))
     cid = store.create("A question about fees " * 10)
     assert len(store.get(cid).title) <= 80
     from core.records import Citation, Hit, Span
@@ -484,7 +500,7 @@ def test_deleting_a_file_blanks_its_text_in_saved_answers(
         lib.index([docs])
         events = list(ask(lib, "How much is the late payment fee?", use_llm=False))
         done = next(e for e in events if isinstance(e, DoneEvent))
-        store = conversation_store(lib)
+        store = lib.conversations
         turn = store.turns(done.conversation_id)[0]
         assert any("15 euros" in s.get("text", "") for s in turn.sources)
         note.unlink()
@@ -492,3 +508,19 @@ def test_deleting_a_file_blanks_its_text_in_saved_answers(
         turn = store.turns(done.conversation_id)[0]
         assert all(s.get("text", "") == "" for s in turn.sources if s.get("document") == str(note))
         assert "15 euros" not in json.dumps(turn.sources)
+
+
+def test_an_empty_library_says_to_add_a_folder(tmp_path: Path, embedder) -> None:
+    with Library(Settings(home=tmp_path / "home"), embedder=embedder) as lib:
+        done = done_of(run(lib, "How much is the late payment fee?", use_llm=False))
+        kinds = [w.kind for w in done.warnings]
+        assert "empty_library" in kinds and "no_sources" not in kinds
+        (note,) = [w.message for w in done.warnings if w.kind == "empty_library"]
+        assert "add a folder" in note.lower()
+        # A library whose folders hold documents still says nothing matched.
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        (docs / "fees.md").write_text(NOTE, encoding="utf-8")
+        lib.index([docs])
+        done = done_of(run(lib, "zqxv wplk", use_llm=False))
+        assert "empty_library" not in [w.kind for w in done.warnings]

@@ -21,6 +21,9 @@ from core.records import Citation, Hit
 from tests.conftest import REPO
 from tests.test_engine import assert_consistent
 
+# damage, crashes and full disks on real libraries: not in `make test-fast`.
+pytestmark = pytest.mark.slow
+
 QUESTION = "What is the corporate card monthly limit?"
 
 # Index a folder, keep a conversation, then die without closing: the last changes are

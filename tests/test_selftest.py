@@ -7,7 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.fake_ollama import FakeOllama
+
+# the self-test loads the model and indexes the samples: not in `make test-fast`.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 

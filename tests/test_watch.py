@@ -38,6 +38,9 @@ from core.watch import (
 from tests.helpers import drain, files_done
 from tests.test_engine import assert_consistent
 
+# real folder watching, with a 1,000-file bulk copy: not in `make test-fast`.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 
 

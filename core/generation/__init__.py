@@ -10,7 +10,6 @@ from core.generation.citations import (
     find_spans,
     parse_citations,
     remove_unknown,
-    split_sentences,
     verify_answer,
 )
 from core.generation.extractive import ExtractiveAnswer, extract_answer
@@ -24,6 +23,7 @@ from core.generation.llm import (
     make_client,
 )
 from core.generation.prompt import Prompt, build_messages, fit_prompt, strip_invisible
+from core.text import split_sentences
 
 __all__ = [
     "REFUSAL",

@@ -28,10 +28,10 @@ from core.generation.citations import (
     REFUSAL,
     PageLookup,
     SpanFinder,
-    content_words,
     to_spans,
 )
 from core.records import Citation, Hit
+from core.text import content_words
 
 if TYPE_CHECKING:
     from core.embedding import Embedder

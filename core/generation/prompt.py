@@ -23,8 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from core.errors import ContextTooSmallError
-from core.generation.citations import REFUSAL, content_words, strip_citations
+from core.generation.citations import REFUSAL, strip_citations
 from core.records import Hit
+from core.text import content_words
 
 CHARS_PER_TOKEN = 3  # conservative: real tokenizers average ~4 characters for English
 MESSAGE_OVERHEAD_TOKENS = 12  # chat-template tokens around each message

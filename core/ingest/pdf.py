@@ -1,28 +1,52 @@
-"""PDF files (pypdf).
+"""PDF files (pypdf for text, PDFium and Tesseract for scanned pages).
 
 Each page's text is kept as pypdf extracts it (after normalisation) and pages are joined
 with a blank line, so every character maps to exactly one page. pypdf rarely emits blank
-lines between paragraphs, so paragraph blocks come from line-shape heuristics.
+lines between paragraphs, so paragraph blocks come from line-shape heuristics; headings
+come from type size (a line set clearly larger than the body text), which gives PDF
+chunks heading paths like Markdown's.
+
+Pages without a text layer are read in two steps. ``parse`` (the fast pass every file
+gets) notes them in ``needs_ocr``, or raises ``ScannedError`` when no page has text;
+``parse_scanned`` (a later pass, in a sandbox of its own, see core/ingest/sandbox.py)
+renders them with PDFium and reads them with Tesseract (core/ingest/ocr.py).
 """
 
 from __future__ import annotations
 
+import collections
 import io
+import math
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from pypdf import PasswordType, PdfReader
+from pypdf import PageObject, PasswordType, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, WrongPasswordError
 
-from core.errors import DamagedFileError, EncryptedError, NoTextError
+from core.errors import DamagedFileError, EncryptedError, NoTextError, ScannedError
 from core.ingest.text import clean_inline, looks_like_title, normalize, sensible_title
-from core.records import Block, BlockKind, PageSpan, ParsedDocument
+from core.records import Block, BlockKind, PageSpan, ParsedDocument, WordBox
 
 PAGE_SEPARATOR = "\n\n"
+SCANNED_REASON = "no text layer (scanned?)"
 
 _BULLET = re.compile(r"^(?:[•◦▪‣●○■□–—*-]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
 _SENTENCE_END = re.compile(r"[.!?:][\"'”’)\]]*$")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([:;,.!?])")
 _OPENERS = "\"'“‘(["
+# A heading is set at least this much larger than the body text.
+_HEADING_RATIO = 1.15
+_HEADING_MIN_GAIN_PT = 1.0
+# Sizes used by more than this share of the text are body text of some kind (a second
+# column style, a large-print document), not headings.
+_HEADING_MAX_SHARE = 0.2
+_MAX_HEADING_LEVELS = 4
+# A page with fewer letters than this has no text layer worth the name (a page number,
+# a scanner's stamp).
+_PAGE_MIN_LETTERS = 3
 
 
 def _short_cause(exc: BaseException) -> str:
@@ -45,59 +69,131 @@ def _title_like(line: str) -> bool:
     )
 
 
+def _mostly_letters(line: str, share: float = 0.6) -> bool:
+    visible = [ch for ch in line if not ch.isspace()]
+    return bool(visible) and sum(ch.isalpha() for ch in visible) >= share * len(visible)
+
+
 def _title_line(line: str) -> bool:
     """A first-page line that can stand in for a missing title: not a fragment of prose
     (lowercase start, hyphenated end) and not a row of figures."""
     line = line.strip()
     if not (looks_like_title(line) and _starts_upper(line)) or line.endswith("-"):
         return False
-    visible = [ch for ch in line if not ch.isspace()]
-    return sum(ch.isalpha() for ch in visible) >= 0.6 * len(visible)
+    return _mostly_letters(line)
 
 
-def _page_blocks(text: str, offset: int, page: int) -> list[Block]:
-    """Paragraph blocks of one page's normalised ``text`` (which starts at ``offset``)."""
-    lines: list[tuple[int, str]] = []
+_NUMBERED = re.compile(r"^\d+(?:\.\d+)*\.?\s+\S")
+
+
+def _heading_line(line: str) -> bool:
+    # "3 Results" and "2.1 Setup" are numbered headings; "34HotpotQA" is a chart label.
+    if line[:1].isdigit() and not _NUMBERED.match(line):
+        return False
+    return (
+        sum(ch.isalpha() for ch in line) >= 2
+        and len(line) <= 90
+        and len(line.split()) <= 12
+        and line[-1] not in ".,;"
+        and _starts_upper(line)
+        and _mostly_letters(line, 0.5)
+    )
+
+
+# --- reading pages -------------------------------------------------------------------
+
+
+@dataclass
+class _Page:
+    number: int  # 1-based
+    text: str  # normalised
+    sizes: list[float]  # type size of each line of ``text`` (0.0 where unknown)
+    from_ocr: bool = False
+    words: tuple[tuple[int, int, float, float, float, float], ...] = ()  # page offsets, box
+
+
+def _effective_size(cm: Sequence[float], tm: Sequence[float], font_size: float) -> float:
+    # The text matrix times the current transformation matrix: its area scale is the
+    # square of the size at which the glyphs are painted.
+    a = tm[0] * cm[0] + tm[1] * cm[2]
+    b = tm[0] * cm[1] + tm[1] * cm[3]
+    c = tm[2] * cm[0] + tm[3] * cm[2]
+    d = tm[2] * cm[1] + tm[3] * cm[3]
+    return round(float(font_size) * math.sqrt(abs(a * d - b * c)), 1)
+
+
+def _line_size(counts: collections.Counter[float]) -> float:
+    """A line's type size: the largest size that sets a tenth of its characters, so a
+    title in small capitals (large capitals, smaller lowercase) counts at its capitals."""
+    total = sum(counts.values())
+    if not total:
+        return 0.0
+    # Half-point steps: 9.9, 10.0 and 10.1 are one size painted through different matrices.
+    return round(2 * max(size for size, n in counts.items() if n >= 0.1 * total)) / 2
+
+
+def _extract(page: PageObject) -> tuple[str, list[float]]:
+    """The page's normalised text and the type size of each of its lines."""
+    runs: list[tuple[str, float]] = []
+
+    def visit(text: str, cm: Any, tm: Any, _font: Any, font_size: Any) -> None:
+        if text:
+            try:
+                runs.append((text, _effective_size(cm, tm, float(font_size or 0))))
+            except (TypeError, ValueError, IndexError):
+                runs.append((text, 0.0))
+
+    raw = page.extract_text(visitor_text=visit) or ""
+    # pypdf's output is the visited runs in order, with line breaks it adds: walk both to
+    # give each character of the output the size of the run it came from.
+    char_sizes = [0.0] * len(raw)
     pos = 0
-    for raw in text.split("\n"):
-        lines.append((pos, raw))
-        pos += len(raw) + 1
-    lengths = sorted(len(raw.strip()) for _, raw in lines if raw.strip())
-    # A line that stops well short of the usual width ended its paragraph.
-    typical = lengths[(len(lengths) * 3) // 4] if lengths else 0
-
-    spans: list[tuple[int, int]] = []
-    start = end = -1
-    prev = ""
-    only_titles = False  # the running block is title-like lines only
-    for at, raw in lines:
-        line = raw.strip()
-        if not line:
-            if start >= 0:
-                spans.append((start, end))
-            start, prev = -1, ""
+    for text, size in runs:
+        at = pos if raw.startswith(text, pos) else raw.find(text, pos, pos + len(text) + 64)
+        if at < 0:
             continue
-        line_start = at + (len(raw) - len(raw.lstrip()))
-        line_end = line_start + len(line)
-        if start >= 0:
-            sentence_ended = bool(_SENTENCE_END.search(prev))
-            boundary = (
-                bool(_BULLET.match(line))
-                or (sentence_ended and _starts_upper(line) and len(prev) < 0.85 * typical)
-                or (sentence_ended and _title_like(line))
-                or (only_titles and _starts_upper(line) and len(line) >= 0.6 * typical)
-            )
-            if boundary:
-                spans.append((start, end))
-                start = -1
-        if start < 0:
-            start, only_titles = line_start, True
-        only_titles = only_titles and _title_like(line)
-        end = line_end
-        prev = line
-    if start >= 0:
-        spans.append((start, end))
-    return [Block(BlockKind.PARAGRAPH, offset + s, offset + e, (), page) for s, e in spans]
+        char_sizes[at : at + len(text)] = [size] * len(text)
+        pos = at + len(text)
+    raw_sizes: dict[str, list[float]] = collections.defaultdict(list)
+    at = 0
+    for raw_line in raw.split("\n"):
+        counts: collections.Counter[float] = collections.Counter(
+            size
+            for ch, size in zip(raw_line, char_sizes[at : at + len(raw_line)], strict=False)
+            if size > 0 and not ch.isspace()
+        )
+        at += len(raw_line) + 1
+        key = normalize(raw_line)
+        if key:
+            raw_sizes[key].append(_line_size(counts))
+    text = normalize(raw)
+    sizes = []
+    for line in text.split("\n"):
+        found = raw_sizes.get(line.strip())
+        sizes.append(found.pop(0) if found else 0.0)
+    return text, sizes
+
+
+def _draws_image(page: PageObject, depth: int = 0) -> bool:
+    """Whether the page (or a form it draws) has an image: a scan, not a blank page."""
+    try:
+        resources = page.get("/Resources")
+        resources = resources.get_object() if resources is not None else None
+        xobjects = resources.get("/XObject") if resources is not None else None
+        if xobjects is None:
+            return False
+        for ref in xobjects.get_object().values():
+            obj = ref.get_object()
+            subtype = obj.get("/Subtype")
+            if subtype == "/Image":
+                return True
+            if subtype == "/Form" and depth < 3 and _draws_image(obj, depth + 1):
+                return True
+    except MemoryError:
+        raise
+    except Exception:
+        return False
+    return False
 
 
 def _open(data: bytes) -> PdfReader:
@@ -134,7 +230,16 @@ def _metadata_title(reader: PdfReader) -> str:
         return ""  # unreadable metadata must not cost the whole document
 
 
-def parse(path: Path) -> ParsedDocument:
+@dataclass
+class _Read:
+    reader: PdfReader
+    page_count: int
+    pages: list[_Page]  # pages with text, in order
+    blank: list[int]  # pages without a text layer
+    images: set[int]  # of those, the ones that show an image
+
+
+def _read(path: Path) -> _Read:
     data = path.read_bytes()
     if not data or data.isspace():
         raise DamagedFileError("empty file")
@@ -153,12 +258,15 @@ def parse(path: Path) -> ParsedDocument:
     if page_count == 0:
         raise DamagedFileError("damaged PDF: no pages")
 
-    page_texts: list[tuple[int, str]] = []
+    read: list[_Page] = []
+    blank: list[int] = []
+    images: set[int] = set()
     failures = 0
     last_error: BaseException | None = None
     for index in range(page_count):
         try:
-            raw = pages[index].extract_text() or ""
+            page = pages[index]
+            text, sizes = _extract(page)
         except MemoryError:
             raise
         except Exception as exc:
@@ -167,33 +275,307 @@ def parse(path: Path) -> ParsedDocument:
             failures += 1
             last_error = exc
             continue
-        page_text = normalize(raw)
-        if page_text:
-            page_texts.append((index + 1, page_text))
+        if sum(ch.isalnum() for ch in text) < _PAGE_MIN_LETTERS:
+            blank.append(index + 1)
+            if _draws_image(page):
+                images.add(index + 1)
+        if text:
+            read.append(_Page(index + 1, text, sizes))
     if failures == page_count and last_error is not None:
         raise DamagedFileError(f"damaged PDF: {_short_cause(last_error)}")
+    return _Read(reader, page_count, read, blank, images)
 
-    text = PAGE_SEPARATOR.join(t for _, t in page_texts)
-    letters = sum(ch.isalnum() for ch in text)
+
+def _no_text(read: _Read) -> bool:
+    letters = sum(sum(ch.isalnum() for ch in p.text) for p in read.pages)
     # Scans often carry a stray page number or stamp; a few characters a page is no text.
-    if letters < 3 or (page_count >= 5 and letters < 4 * page_count):
-        raise NoTextError("no text layer (scanned?)")
+    return letters < 3 or (read.page_count >= 5 and letters < 4 * read.page_count)
 
+
+# --- headings and title --------------------------------------------------------------
+
+
+def _body_size(pages: Sequence[_Page]) -> float:
+    weights: collections.Counter[float] = collections.Counter()
+    for page in pages:
+        for line, size in zip(page.text.split("\n"), page.sizes, strict=False):
+            if size > 0:
+                weights[size] += len(line.strip())
+    return weights.most_common(1)[0][0] if weights else 0.0
+
+
+def _heading_levels(
+    pages: Sequence[_Page], body: float, skip: set[tuple[int, int]]
+) -> dict[float, int]:
+    """Heading type sizes, largest first, mapped to levels 1, 2, ..."""
+    if body <= 0:
+        return {}
+    total = 0
+    by_size: collections.Counter[float] = collections.Counter()
+    for page in pages:
+        for i, (line, size) in enumerate(zip(page.text.split("\n"), page.sizes, strict=False)):
+            total += len(line.strip())
+            if (
+                size >= body * _HEADING_RATIO
+                and size >= body + _HEADING_MIN_GAIN_PT
+                and (page.number, i) not in skip
+                and _heading_line(line.strip())
+            ):
+                by_size[size] += len(line.strip())
+    sizes = [s for s, chars in by_size.items() if chars <= _HEADING_MAX_SHARE * max(total, 1)]
+    # Sizes within half a point are one style set by different tools or scalings.
+    levels: dict[float, int] = {}
+    level = 0
+    previous = None
+    for size in sorted(sizes, reverse=True):
+        if previous is None or previous - size > 0.5:
+            level += 1
+        previous = size
+        if level <= _MAX_HEADING_LEVELS:
+            levels[size] = level
+    return levels
+
+
+def _largest_text(page: _Page, body: float) -> tuple[str, set[int]]:
+    """The first run of lines set in the largest type of the page, when that type is
+    clearly larger than the body text: a paper's or report's title."""
+    lines = page.text.split("\n")
+    # Only lines of words: an arXiv stamp or a big page number is not a title.
+    known = [
+        s
+        for line, s in zip(lines, page.sizes, strict=False)
+        if s > 0 and _mostly_letters(line) and sum(ch.isalpha() for ch in line) >= 3
+    ]
+    if not known or body <= 0:
+        return "", set()
+    largest = max(known)
+    if largest < body * _HEADING_RATIO:
+        return "", set()
+    picked: list[int] = []
+    for i, (line, size) in enumerate(zip(lines, page.sizes, strict=False)):
+        if abs(size - largest) <= 0.5 and line.strip():
+            if picked and i != picked[-1] + 1:
+                break
+            picked.append(i)
+            if len(picked) == 3:
+                break
+        elif picked:
+            break
+    title = _SPACE_BEFORE_PUNCT.sub(r"\1", clean_inline(" ".join(lines[i] for i in picked)))
+    if not (3 <= len(title) <= 200 and _mostly_letters(title) and len(title.split()) <= 25):
+        return "", set()
+    return title, set(picked)
+
+
+def _choose_title(read: _Read, path: Path, body: float) -> tuple[str, set[tuple[int, int]]]:
+    """The title, and the (page, line) places it was taken from (not headings then)."""
+    title = _metadata_title(read.reader)
+    first = read.pages[0] if read.pages else None
+    if title or first is None:
+        return title or path.stem, set()
+    largest, lines = _largest_text(first, body) if first.number == 1 else ("", set())
+    if largest:
+        return largest, {(first.number, i) for i in lines}
+    first_lines = first.text.split("\n")[:3]
+    title = next((clean_inline(line) for line in first_lines if _title_line(line)), path.stem)
+    return title, set()
+
+
+# --- blocks --------------------------------------------------------------------------
+
+
+def _page_blocks(
+    text: str,
+    offset: int,
+    page: int,
+    line_levels: Sequence[int] = (),
+    headings: list[tuple[int, str]] | None = None,
+) -> list[Block]:
+    """Blocks of one page's normalised ``text`` (which starts at ``offset``).
+
+    ``line_levels[i]`` is the heading level of line ``i`` (0: not a heading);
+    ``headings`` is the open heading path, carried from page to page and updated here."""
+    if headings is None:
+        headings = []
+    lines: list[tuple[int, str]] = []
+    pos = 0
+    for raw in text.split("\n"):
+        lines.append((pos, raw))
+        pos += len(raw) + 1
+    lengths = sorted(len(raw.strip()) for _, raw in lines if raw.strip())
+    # A line that stops well short of the usual width ended its paragraph.
+    typical = lengths[(len(lengths) * 3) // 4] if lengths else 0
+
+    blocks: list[Block] = []
+
+    def path() -> tuple[str, ...]:
+        return tuple(t for _, t in headings)
+
+    def close(start: int, end: int) -> None:
+        blocks.append(Block(BlockKind.PARAGRAPH, offset + start, offset + end, path(), page))
+
+    start = end = -1
+    prev = ""
+    only_titles = False  # the running block is title-like lines only
+    heading_at = -1  # the running heading: its level while lines of it continue
+    heading_level = 0
+    for index, (at, raw) in enumerate(lines):
+        line = raw.strip()
+        level = line_levels[index] if index < len(line_levels) else 0
+        line_start = at + (len(raw) - len(raw.lstrip()))
+        line_end = line_start + len(line)
+        if heading_at >= 0 and not (line and level == heading_level):
+            title = clean_inline(text[heading_at:end])
+            while headings and headings[-1][0] >= heading_level:
+                headings.pop()
+            headings.append((heading_level, title))
+            blocks.append(Block(BlockKind.HEADING, offset + heading_at, offset + end, path(), page))
+            heading_at, heading_level = -1, 0
+        if not line:
+            if start >= 0:
+                close(start, end)
+            start, prev = -1, ""
+            continue
+        if level:
+            if start >= 0:
+                close(start, end)
+                start = -1
+            if heading_at < 0:
+                heading_at, heading_level = line_start, level
+            end = line_end
+            prev = ""
+            continue
+        if start >= 0:
+            sentence_ended = bool(_SENTENCE_END.search(prev))
+            boundary = (
+                bool(_BULLET.match(line))
+                or (sentence_ended and _starts_upper(line) and len(prev) < 0.85 * typical)
+                or (sentence_ended and _title_like(line))
+                or (only_titles and _starts_upper(line) and len(line) >= 0.6 * typical)
+            )
+            if boundary:
+                close(start, end)
+                start = -1
+        if start < 0:
+            start, only_titles = line_start, True
+        only_titles = only_titles and _title_like(line)
+        end = line_end
+        prev = line
+    if heading_at >= 0:
+        while headings and headings[-1][0] >= heading_level:
+            headings.pop()
+        headings.append((heading_level, clean_inline(text[heading_at:end])))
+        blocks.append(Block(BlockKind.HEADING, offset + heading_at, offset + end, path(), page))
+    elif start >= 0:
+        close(start, end)
+    return blocks
+
+
+def _assemble(
+    read: _Read, pages: Sequence[_Page], path: Path, ocr_pages: Sequence[int] = ()
+) -> ParsedDocument:
+    body = _body_size([p for p in pages if not p.from_ocr])
+    title, title_lines = _choose_title(read, path, body)
+    levels = _heading_levels([p for p in pages if not p.from_ocr], body, title_lines)
+
+    texts: list[str] = []
     spans: list[PageSpan] = []
     blocks: list[Block] = []
+    words: list[WordBox] = []
+    headings: list[tuple[int, str]] = []
     offset = 0
-    for i, (page, page_text) in enumerate(page_texts):
-        end = offset + len(page_text)
+    for i, page in enumerate(pages):
+        end = offset + len(page.text)
         # Spans are contiguous: the separator after a page belongs to that page.
-        span_end = end + len(PAGE_SEPARATOR) if i + 1 < len(page_texts) else end
-        spans.append(PageSpan(page, offset, span_end))
-        blocks.extend(_page_blocks(page_text, offset, page))
+        span_end = end + len(PAGE_SEPARATOR) if i + 1 < len(pages) else end
+        spans.append(PageSpan(page.number, offset, span_end))
+        # The title set again on the page (the metadata's title as the page's largest
+        # line) is not a heading: every chunk's context starts with the title already.
+        line_levels = [
+            levels.get(size, 0)
+            if (page.number, n) not in title_lines
+            and _heading_line(line.strip())
+            and clean_inline(line).casefold() != title.casefold()
+            else 0
+            for n, (line, size) in enumerate(zip(page.text.split("\n"), page.sizes, strict=False))
+        ]
+        blocks.extend(_page_blocks(page.text, offset, page.number, line_levels, headings))
+        words.extend(
+            WordBox(page.number, offset + s, offset + e, x0, y0, x1, y1)
+            for s, e, x0, y0, x1, y1 in page.words
+        )
+        texts.append(page.text)
         offset = span_end
-
-    title = _metadata_title(reader)
-    if not title:
-        first_lines = page_texts[0][1].split("\n")[:3]
-        title = next((clean_inline(line) for line in first_lines if _title_line(line)), path.stem)
     return ParsedDocument(
-        text=text, title=title, blocks=tuple(blocks), pages=tuple(spans), page_count=page_count
+        text=PAGE_SEPARATOR.join(texts),
+        title=title,
+        blocks=tuple(blocks),
+        pages=tuple(spans),
+        page_count=read.page_count,
+        ocr_pages=tuple(ocr_pages),
+        words=tuple(words),
     )
+
+
+# --- entry points --------------------------------------------------------------------
+
+
+def parse(path: Path) -> ParsedDocument:
+    """The text layer only. Scanned pages are named in ``needs_ocr``; a PDF that is all
+    scan raises ``ScannedError`` (its pages are then for ``parse_scanned``)."""
+    read = _read(path)
+    if _no_text(read):
+        if read.images:
+            raise ScannedError(SCANNED_REASON)
+        raise NoTextError(SCANNED_REASON)
+    parsed = _assemble(read, read.pages, path)
+    if read.images:
+        parsed = replace(parsed, needs_ocr=tuple(sorted(read.images)))
+    return parsed
+
+
+def parse_scanned(path: Path, reader: Any, dpi: int) -> ParsedDocument:
+    """The text layer, with the pages that have none read by OCR.
+
+    ``reader`` is a ``core.ingest.ocr.PageReader``. In a PDF without any text layer
+    every page is read; otherwise only the pages without text that show an image."""
+    import pypdfium2 as pdfium
+
+    from core.ingest.ocr import NO_TEXT_REASON, page_text, render_scale
+
+    read = _read(path)
+    scanned = _no_text(read)
+    wanted = set(range(1, read.page_count + 1)) if scanned else read.images
+    by_number = {p.number: p for p in read.pages}
+    if scanned:
+        by_number.clear()  # a stray page number is no text layer: OCR reads it too
+    try:
+        document = pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        raise DamagedFileError(f"damaged PDF: {_short_cause(exc)}") from exc
+    read_pages: list[int] = []
+    try:
+        for number in sorted(wanted):
+            if number > len(document):
+                continue
+            page = document[number - 1]
+            width, height = page.get_size()
+            scale = render_scale(width, height, dpi)
+            image = page.render(scale=scale, grayscale=True).to_pil()
+            found = reader.read(image, 1 / scale)
+            page.close()
+            text, offsets = page_text(found)
+            if not text:
+                continue
+            boxes = tuple(
+                (s, e, w.x0, w.y0, w.x1, w.y1) for (s, e), w in zip(offsets, found, strict=True)
+            )
+            by_number[number] = _Page(number, text, [0.0] * (text.count("\n") + 1), True, boxes)
+            read_pages.append(number)
+    finally:
+        document.close()
+    pages = [by_number[n] for n in sorted(by_number)]
+    letters = sum(sum(ch.isalnum() for ch in p.text) for p in pages)
+    if letters < 3:
+        raise NoTextError(NO_TEXT_REASON)
+    return _assemble(read, pages, path, read_pages)

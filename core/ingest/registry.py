@@ -22,6 +22,19 @@ _BY_EXTENSION = {
     ".html": "html",
     ".htm": "html",
     ".docx": "docx",
+    ".epub": "epub",
+    ".pptx": "pptx",
+    ".pptm": "pptx",
+    ".odp": "odp",
+    ".xlsx": "xlsx",
+    ".xlsm": "xlsx",
+    ".ods": "ods",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".odt": "odt",
+    ".rtf": "rtf",
+    ".eml": "eml",
+    ".mbox": "mbox",
 }
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_BY_EXTENSION)
 FILE_TYPES: frozenset[str] = frozenset(_BY_EXTENSION.values())
@@ -32,6 +45,25 @@ _MODULES = {
     "md": "core.ingest.markdown",
     "html": "core.ingest.html",
     "docx": "core.ingest.docx",
+    "epub": "core.ingest.epub",
+    "pptx": "core.ingest.pptx",
+    "odp": "core.ingest.odf:parse_odp",
+    "xlsx": "core.ingest.xlsx",
+    "ods": "core.ingest.odf:parse_ods",
+    "csv": "core.ingest.tables",
+    "odt": "core.ingest.odf:parse_odt",
+    "rtf": "core.ingest.rtf",
+    "eml": "core.ingest.mail:parse_eml",
+    "mbox": "core.ingest.mail:parse_mbox",
+}
+# Formats whose files carry documents of their own (attachments, see core.scan).
+CONTAINER_TYPES: frozenset[str] = frozenset({"eml", "mbox"})
+# Text-based formats: a PDF saved under one of these names is still read as a PDF.
+_TEXT_KINDS = frozenset({"txt", "md", "html", "csv", "rtf", "eml", "mbox"})
+_OLD_OFFICE = {
+    ".doc": "Word format (.doc); save it as .docx",
+    ".xls": "Excel format (.xls); save it as .xlsx",
+    ".ppt": "PowerPoint format (.ppt); save it as .pptx",
 }
 _SNIFF_BYTES = 1024
 
@@ -50,11 +82,12 @@ def _is_office_lock_file(path: Path) -> bool:
 
 
 def detect_type(path: Path) -> str | None:
-    """ "pdf", "txt", "md", "html" or "docx"; ``None`` for files Lectern does not read.
+    """The file's type (one of ``FILE_TYPES``); ``None`` for files Lectern does not read.
 
     The extension decides, with two corrections from the first bytes: a PDF saved with a
     text extension is read as a PDF, and an extension-less file is read only when it is
-    clearly a PDF. A ``.pdf`` or ``.docx`` whose content is wrong still maps to its
+    clearly a PDF or a mailbox (Thunderbird keeps its mail folders as files such as
+    ``Inbox``). A ``.pdf`` or ``.docx`` whose content is wrong still maps to its
     parser, which then reports the file as damaged: that is more useful to a person than
     silently skipping it.
     """
@@ -63,10 +96,21 @@ def detect_type(path: Path) -> str | None:
         return None
     suffix = path.suffix.lower()
     kind = _BY_EXTENSION.get(suffix)
-    sniff = kind in ("txt", "md", "html") or (kind is None and not suffix)
-    if sniff and _head(path).lstrip().startswith(b"%PDF-"):
-        return "pdf"
+    extensionless = kind is None and not suffix
+    if kind in _TEXT_KINDS or extensionless:
+        head = _head(path)
+        if head.lstrip().startswith(b"%PDF-"):
+            return "pdf"
+        if extensionless and _looks_like_mbox(head):
+            return "mbox"
     return kind
+
+
+def _looks_like_mbox(head: bytes) -> bool:
+    lines = head.split(b"\n", 8)
+    if not lines[0].startswith(b"From ") or len(lines) < 3:
+        return False
+    return any(line[:1].isalpha() and b": " in line[:40] for line in lines[1:-1])
 
 
 def skip_reason(path: Path) -> str:
@@ -77,14 +121,16 @@ def skip_reason(path: Path) -> str:
     suffix = path.suffix.lower()
     if not suffix:
         return "unsupported file type (no extension)"
-    if suffix == ".doc":
-        return "unsupported file type (.doc); save it as .docx"
+    if suffix in _OLD_OFFICE:
+        return f"unsupported file type: old {_OLD_OFFICE[suffix]}"
     return f"unsupported file type ({suffix})"
 
 
 def _parser(kind: str) -> Callable[[Path], ParsedDocument]:
-    module = importlib.import_module(_MODULES[kind])
-    parse: Callable[[Path], ParsedDocument] = module.parse
+    # "module" or "module:function" (one module reads the three OpenDocument types).
+    module_name, _, function = _MODULES[kind].partition(":")
+    module = importlib.import_module(module_name)
+    parse: Callable[[Path], ParsedDocument] = getattr(module, function or "parse")
     return parse
 
 

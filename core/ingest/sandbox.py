@@ -32,6 +32,7 @@ from typing import Any
 
 from core import errors
 from core.errors import DamagedFileError, LecternError, ParseError, ParseLimitError
+from core.ingest.ocr import OcrOptions
 from core.ingest.registry import parse_file
 from core.records import ParsedDocument
 
@@ -90,7 +91,7 @@ def _limit_address_space(memory_mb: int) -> bool:
     return True
 
 
-def _worker_main(conn: Connection, memory_mb: int) -> None:
+def _worker_main(conn: Connection, memory_mb: int, kind: str = "parse") -> None:
     import logging
     import warnings
 
@@ -103,6 +104,14 @@ def _worker_main(conn: Connection, memory_mb: int) -> None:
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     preload()  # import parsers before the cap, so the cap is for the files alone
+    readers: dict[tuple[str, ...], Any] = {}
+    if kind == "ocr":
+        # The OCR engine and the page renderer load their libraries once, before the cap.
+        import pypdfium2  # noqa: F401
+
+        from core.ingest import ocr
+
+        readers[ocr.DEFAULT_LANGUAGES] = ocr.PageReader(ocr.DEFAULT_LANGUAGES)
     limited = _limit_address_space(memory_mb)
     conn.send(("ready", limited))
     while True:
@@ -110,11 +119,14 @@ def _worker_main(conn: Connection, memory_mb: int) -> None:
             request = conn.recv()
         except (EOFError, OSError):
             return
-        if request[0] != "parse":
+        if request[0] not in ("parse", "ocr"):
             return
         reply: tuple[Any, ...]
         try:
-            reply = ("ok", parse_file(Path(request[1])))
+            if request[0] == "ocr":
+                reply = ("ok", _read_scanned(Path(request[1]), request[2], request[3], readers))
+            else:
+                reply = ("ok", parse_file(Path(request[1])))
         except ParseError as exc:
             reply = ("error", type(exc).__name__, exc.reason, exc.hint)
         except MemoryError:
@@ -128,6 +140,29 @@ def _worker_main(conn: Connection, memory_mb: int) -> None:
             # A heap that hit its cap is fragmented and may fail again: start afresh.
             return
         del reply
+
+
+def _read_scanned(
+    path: Path, languages: tuple[str, ...], dpi: int, readers: dict[tuple[str, ...], Any]
+) -> ParsedDocument:
+    from core.ingest import ocr, pdf
+
+    languages = ocr.usable_languages(languages)
+    reader = readers.get(languages)
+    if reader is None:
+        reader = readers[languages] = ocr.PageReader(languages)
+    try:
+        return pdf.parse_scanned(path, reader, dpi)
+    except (ParseError, MemoryError):
+        raise
+    except RecursionError as exc:
+        raise DamagedFileError("too deeply nested to read") from exc
+    except FileNotFoundError as exc:
+        raise ParseError("file disappeared", hint="It was moved or deleted.") from exc
+    except OSError as exc:
+        raise ParseError(f"could not read the file: {exc.strerror or exc}") from exc
+    except Exception as exc:
+        raise DamagedFileError(f"could not read the page images ({type(exc).__name__})") from exc
 
 
 # --- parent side ---------------------------------------------------------------------
@@ -177,6 +212,10 @@ class ParserPool:
     ``ParseLimitError`` when a file runs out of time or memory and ``DamagedFileError``
     when the parser crashes. Requests from several threads are served one at a time.
     ``in_process=True`` parses in the calling process without limits (for debugging).
+
+    ``parse_scanned`` reads a PDF's image pages by OCR (``ocr``: whether, in which
+    languages, within what limits). It runs in a second worker with the OCR limits, so
+    a long scan never holds the worker that reads everything else.
     """
 
     def __init__(
@@ -186,11 +225,17 @@ class ParserPool:
         *,
         in_process: bool = False,
         start_timeout_s: float = 60.0,
+        ocr: OcrOptions | None = None,
+        kind: str = "parse",
     ) -> None:
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
         self.in_process = in_process
         self.start_timeout_s = start_timeout_s
+        self.ocr = ocr
+        self.kind = kind  # "parse", or "ocr" for the pool that parse_scanned uses
+        self._ocr_pool: ParserPool | None = None
+        self._ocr_readers: dict[tuple[str, ...], Any] = {}
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
         self._closing = False
@@ -205,17 +250,51 @@ class ParserPool:
                 return parse_file(path)
             except MemoryError as exc:
                 raise memory_limit_error(self.memory_mb) from exc
+        return self._request(("parse", str(path)))
+
+    @property
+    def ocr_enabled(self) -> bool:
+        """Whether scanned pages are read: OCR is on and its engine is installed."""
+        from core.ingest.ocr import engine_installed
+
+        return self.ocr is not None and self.ocr.enabled and engine_installed()
+
+    def parse_scanned(self, path: Path) -> ParsedDocument:
+        """``path`` (a PDF) with its pages that have no text layer read by OCR."""
+        options = self.ocr
+        if options is None or not options.enabled:
+            raise RuntimeError("OCR is turned off")
+        path = Path(path)
+        if self.in_process:
+            try:
+                return _read_scanned(path, options.languages, options.dpi, self._ocr_readers)
+            except MemoryError as exc:
+                raise memory_limit_error(options.memory_mb) from exc
+        with self._lock:
+            if self._closed or self._closing:
+                raise RuntimeError("ParserPool is closed")
+            if self._ocr_pool is None:
+                self._ocr_pool = ParserPool(
+                    options.timeout_s,
+                    options.memory_mb,
+                    start_timeout_s=self.start_timeout_s,
+                    kind="ocr",
+                )
+            pool = self._ocr_pool
+        return pool._request(("ocr", str(path), tuple(options.languages), options.dpi))
+
+    def _request(self, message: tuple[Any, ...]) -> ParsedDocument:
         with self._lock:
             if self._closed or self._closing:
                 raise RuntimeError("ParserPool is closed")
             worker = self._ensure_worker()
             try:
-                worker.conn.send(("parse", str(path)))
+                worker.conn.send(message)
             except (OSError, ValueError):
                 # The worker died while idle (killed from outside): one fresh try.
                 self._discard()
                 worker = self._ensure_worker()
-                worker.conn.send(("parse", str(path)))
+                worker.conn.send(message)
             reply = self._await_reply(worker)
             if reply[0] == "memory":
                 # The worker exits after a MemoryError; reap it before the next file.
@@ -233,6 +312,11 @@ class ParserPool:
     def close(self) -> None:
         """Stop the worker. A parse in flight on another thread is cut short."""
         self._closing = True
+        if self._ocr_pool is not None:
+            self._ocr_pool.close()
+        for reader in self._ocr_readers.values():
+            reader.close()
+        self._ocr_readers.clear()
         acquired = self._lock.acquire(timeout=0.2)
         try:
             worker = self._worker
@@ -272,8 +356,8 @@ class ParserPool:
         parent_conn, child_conn = ctx.Pipe(duplex=True)
         process = ctx.Process(
             target=_worker_main,
-            args=(child_conn, self.memory_mb),
-            name="lectern-parser",
+            args=(child_conn, self.memory_mb, self.kind),
+            name="lectern-ocr" if self.kind == "ocr" else "lectern-parser",
             daemon=True,
         )
         with _main_module_not_imported():

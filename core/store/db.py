@@ -13,9 +13,10 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -28,10 +29,17 @@ from core.errors import (
     reinstall_hint,
 )
 
-SCHEMA_VERSION = 3
 # Indexing stops before the disk is this close to full: DuckDB needs room for its
 # write-ahead log and a checkpoint, and the rest of the machine needs room too.
 MIN_FREE_BYTES = 64 * 1024 * 1024
+
+
+def scalar(cur: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()) -> Any:
+    """The single value a query like ``SELECT count(*) ...`` returns."""
+    row = cur.execute(sql, list(params)).fetchone()
+    if row is None:
+        raise StoreError(f"The library's database returned nothing for: {sql.split()[0]} ...")
+    return row[0]
 
 
 def _quote(text: str) -> str:
@@ -124,6 +132,30 @@ def fts_extension_path() -> str:
     return found[-1]
 
 
+CONVERSATION_SCHEMA = (
+    "CREATE SEQUENCE IF NOT EXISTS conversation_ids START 1",
+    "CREATE SEQUENCE IF NOT EXISTS turn_ids START 1",
+    """CREATE TABLE IF NOT EXISTS conversations(
+        id BIGINT PRIMARY KEY DEFAULT nextval('conversation_ids'),
+        title VARCHAR NOT NULL,
+        created_at TIMESTAMP DEFAULT current_timestamp
+    )""",
+    """CREATE TABLE IF NOT EXISTS turns(
+        id BIGINT PRIMARY KEY DEFAULT nextval('turn_ids'),
+        conversation_id BIGINT NOT NULL,
+        question VARCHAR NOT NULL,
+        standalone_question VARCHAR,
+        answer VARCHAR,
+        mode VARCHAR,
+        created_at TIMESTAMP DEFAULT current_timestamp,
+        sources JSON,
+        citations JSON,
+        warnings JSON
+    )""",
+    "CREATE INDEX IF NOT EXISTS turns_conversation ON turns(conversation_id)",
+)
+
+
 def _migration_1(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE IF NOT EXISTS meta(key VARCHAR PRIMARY KEY, value VARCHAR)")
     con.execute("CREATE SEQUENCE IF NOT EXISTS document_ids START 1")
@@ -207,11 +239,35 @@ def _migration_3(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DELETE FROM meta WHERE key LIKE 'kw\\_%' ESCAPE '\\'")
 
 
+def _migration_4(con: duckdb.DuckDBPyConnection) -> None:
+    # Conversations are record: their tables get an upgrade path like every other table.
+    # IF NOT EXISTS because libraries from before this migration made them on first use.
+    for statement in CONVERSATION_SCHEMA:
+        con.execute(statement)
+
+
+def _migration_5(con: duckdb.DuckDBPyConnection) -> None:
+    # Words read by OCR with their boxes on the page (core/store/ocr.py), so a citation
+    # on a scanned page is highlighted on the page image.
+    con.execute(
+        """CREATE TABLE IF NOT EXISTS ocr_words(
+            document_id BIGINT NOT NULL,
+            page INTEGER NOT NULL,
+            start_char INTEGER NOT NULL,
+            end_char INTEGER NOT NULL,
+            x0 REAL, y0 REAL, x1 REAL, y1 REAL
+        )"""
+    )
+
+
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _migration_1,
     2: _migration_2,
     3: _migration_3,
+    4: _migration_4,
+    5: _migration_5,
 }
+SCHEMA_VERSION = max(MIGRATIONS)
 
 
 class Database:
@@ -227,7 +283,7 @@ class Database:
         self.path = Path(path) if path != ":memory:" else path
         self.write_lock = threading.RLock()
         self._local = threading.local()
-        config = {
+        config: dict[str, str | bool | int | float | list[str]] = {
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
             "allow_community_extensions": False,
@@ -236,11 +292,24 @@ class Database:
             self._con = duckdb.connect(str(path), config=config)
         except duckdb.Error as exc:
             raise _open_error(Path(str(path)), exc) from exc
-        self.catalog = str(self._con.execute("SELECT current_database()").fetchone()[0])
+        row = self._con.execute("SELECT current_database()").fetchone()
+        self.catalog = str(row[0]) if row else "memory"
         self._con.execute(f"LOAD '{fts_extension_path()}'")
         self._generation = 0
         self._migrate()
         self._generation = int(self.get_meta("commit_generation", "0") or 0)
+
+    def extension_downloads_allowed(self) -> bool:
+        """Whether DuckDB could fetch an extension from the network (it must not)."""
+        row = (
+            self.cursor()
+            .execute(
+                "SELECT current_setting('autoinstall_known_extensions'), "
+                "current_setting('autoload_known_extensions')"
+            )
+            .fetchone()
+        )
+        return bool(row and (row[0] or row[1]))
 
     @property
     def generation(self) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from usearch.index import Index
 
-from core.errors import DiskFullError
+from core.errors import DiskFullError, StoreError
 from core.store.db import Database, disk_full_error, is_disk_full
 
 log = logging.getLogger(__name__)
@@ -255,6 +255,8 @@ class VectorIndex:
             # no other Python thread (the window's included) runs. The per-node callback
             # is a point where the interpreter can hand the GIL over.
             data = self._index.save(progress=_yield_gil)
+            if data is None:  # usearch returns None only when given a path to write to
+                raise StoreError("The meaning-search index could not be serialised.")
             self._dirty = False
             self._serialised += 1
             generation = self._serialised

@@ -79,7 +79,7 @@ def grounded(keywords: list[str], count: int = 3) -> Callable[[Messages], str]:
 def main() -> int:
     from core.config import Settings
     from core.embedding import load_embedder
-    from desktop.app import Backend
+    from desktop.backend import Backend
     from desktop.main_window import MainWindow
     from desktop.theme import Theme
 
@@ -202,6 +202,30 @@ def main() -> int:
             turn.open_citation(pdf.n)
             wait(lambda: window.evidence.mode in ("pdf", "text", "message"))
     shot(window, "04-pdf-highlight.png")
+
+    # 11. A scanned page read by OCR: the citation lit on the words of the page image.
+    fake.answer = grounded(["non-text-searchable", "image rather than", "plain text"], 1)
+    window.new_conversation()
+    ask(window, "Why can the text of a non-text-searchable PDF not be selected?")
+    turn = window.conversation.last_turn()
+    if turn is not None:
+        scan = next(
+            (
+                c
+                for c in turn.turn.citations
+                if c.source and c.source.path.endswith("scanned-non-text-searchable.pdf")
+            ),
+            None,
+        )
+        if scan is not None:
+            turn.open_citation(scan.n)
+            wait(lambda: window.evidence.mode in ("pdf", "text", "message"))
+    shot(window, "11-scanned-page-ocr.png")
+    if only and all(n.startswith(("01", "02", "03", "04", "11")) for n in only):
+        window.close()
+        fake.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        return 0  # nothing later was asked for
 
     # 5. Search-only mode: ranked passages with the matching words highlighted.
     window.new_conversation()

@@ -10,78 +10,15 @@ text copied from it, so no removed document lingers in the history.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import duckdb
 
 from core.errors import StoreError
-from core.records import Citation, Hit
+from core.records import Citation, Conversation, Hit, Turn
 from core.store.backup import RecordBackup
-
-Connect = Callable[[], duckdb.DuckDBPyConnection]
-
-_SCHEMA = (
-    "CREATE SEQUENCE IF NOT EXISTS conversation_ids START 1",
-    "CREATE SEQUENCE IF NOT EXISTS turn_ids START 1",
-    """CREATE TABLE IF NOT EXISTS conversations(
-        id BIGINT PRIMARY KEY DEFAULT nextval('conversation_ids'),
-        title VARCHAR NOT NULL,
-        created_at TIMESTAMP DEFAULT current_timestamp
-    )""",
-    """CREATE TABLE IF NOT EXISTS turns(
-        id BIGINT PRIMARY KEY DEFAULT nextval('turn_ids'),
-        conversation_id BIGINT NOT NULL,
-        question VARCHAR NOT NULL,
-        standalone_question VARCHAR,
-        answer VARCHAR,
-        mode VARCHAR,
-        created_at TIMESTAMP DEFAULT current_timestamp,
-        sources JSON,
-        citations JSON,
-        warnings JSON
-    )""",
-    "CREATE INDEX IF NOT EXISTS turns_conversation ON turns(conversation_id)",
-)
-
-
-@dataclass(frozen=True)
-class Turn:
-    id: int
-    conversation_id: int
-    question: str
-    standalone_question: str
-    answer: str
-    mode: str
-    created_at: datetime | None
-    sources: tuple[dict[str, Any], ...]
-    citations: tuple[dict[str, Any], ...]
-    warnings: tuple[dict[str, Any], ...]
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "conversation": self.conversation_id,
-            "question": self.question,
-            "standalone_question": self.standalone_question,
-            "answer": self.answer,
-            "mode": self.mode,
-            "created_at": self.created_at.isoformat() if self.created_at else None,
-            "sources": list(self.sources),
-            "citations": list(self.citations),
-            "warnings": list(self.warnings),
-        }
-
-
-@dataclass(frozen=True)
-class Conversation:
-    id: int
-    title: str
-    created_at: datetime | None
-    turn_count: int = 0
+from core.store.db import Database
 
 
 def source_json(n: int, hit: Hit) -> dict[str, Any]:
@@ -94,19 +31,15 @@ def _title(question: str) -> str:
 
 
 class ConversationStore:
-    """Conversation tables inside the library database.
+    """Conversation tables inside the library database (made by migration 4).
 
-    ``connect`` returns a DuckDB cursor for the calling thread (``Database.cursor``).
-    ``write_lock``, when given, is the database's writer lock, so these small writes never
-    interleave with an indexing transaction.
+    Writes take the database's writer lock, so these small writes never interleave with an
+    indexing transaction.
     """
 
-    def __init__(
-        self, connect: Connect, write_lock: Any = None, backup: RecordBackup | None = None
-    ) -> None:
-        self._connect = connect
-        self._lock = write_lock if write_lock is not None else threading.RLock()
-        self._ready = False
+    def __init__(self, db: Database, backup: RecordBackup | None = None) -> None:
+        self._db = db
+        self._lock = db.write_lock
         self._backup = backup
 
     def _copy_to_backup(self, conversation_id: int) -> None:
@@ -188,18 +121,10 @@ class ConversationStore:
         return restored
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
-        cur = self._connect()
-        if not self._ready:
-            with self._lock:
-                try:
-                    for statement in _SCHEMA:
-                        cur.execute(statement)
-                except duckdb.Error as exc:
-                    raise StoreError(
-                        f"The conversation history could not be opened: {exc}"
-                    ) from exc
-            self._ready = True
-        return cur
+        try:
+            return self._db.cursor()
+        except duckdb.Error as exc:
+            raise StoreError(f"The conversation history could not be opened: {exc}") from exc
 
     def create(self, title: str) -> int:
         with self._lock:
@@ -227,20 +152,6 @@ class ConversationStore:
             .fetchone()
         )
         return Conversation(int(row[0]), row[1], row[2], int(row[3])) if row else None
-
-    def list(self, limit: int = 100) -> list[Conversation]:
-        rows = (
-            self._cursor()
-            .execute(
-                """SELECT c.id, c.title, c.created_at, count(t.id)
-               FROM conversations c LEFT JOIN turns t ON t.conversation_id = c.id
-               GROUP BY c.id, c.title, c.created_at
-               ORDER BY max(coalesce(t.created_at, c.created_at)) DESC, c.id DESC LIMIT ?""",
-                [limit],
-            )
-            .fetchall()
-        )
-        return [Conversation(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
 
     def add_turn(
         self,
@@ -354,3 +265,19 @@ class ConversationStore:
             for conversation_id in touched:
                 self._copy_to_backup(conversation_id)
         return changed
+
+    # Last in the class: a method named ``list`` would shadow the builtin in the
+    # annotations of every method after it.
+    def list(self, limit: int = 100) -> list[Conversation]:
+        rows = (
+            self._cursor()
+            .execute(
+                """SELECT c.id, c.title, c.created_at, count(t.id)
+               FROM conversations c LEFT JOIN turns t ON t.conversation_id = c.id
+               GROUP BY c.id, c.title, c.created_at
+               ORDER BY max(coalesce(t.created_at, c.created_at)) DESC, c.id DESC LIMIT ?""",
+                [limit],
+            )
+            .fetchall()
+        )
+        return [Conversation(int(r[0]), r[1], r[2], int(r[3])) for r in rows]

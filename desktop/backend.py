@@ -17,14 +17,16 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-
-from PySide6.QtCore import QObject, QTimer, Signal
 
 from core.config import Settings, load_settings
 from core.errors import DiskFullError, LecternError
 from core.records import Document, IndexProgress, IndexReport
+from desktop.index_jobs import FOLDERS_ADDED, IndexJob, IndexJobQueue, run_job
+from desktop.model_probe import LLMStatus, address_problem, llm_address, model_matches, probe_llm
+from desktop.qt import QObject, QTimer, Signal
+from desktop.rich import count_of
 from desktop.workers import Background, Task, TaskContext, describe_error
 
 if TYPE_CHECKING:
@@ -50,47 +52,6 @@ class LibrarySnapshot:
     problems: dict[str, tuple[Document, ...]]  # folder -> failed and skipped files
     chunks: int = 0
     documents: int = 0
-
-
-@dataclass(frozen=True)
-class LLMStatus:
-    """What the configured model server said when last asked."""
-
-    state: str  # checking | ready | unreachable | no_models | model_missing | invalid | error
-    kind: str = "ollama"
-    url: str = ""
-    model: str = ""
-    models: tuple[str, ...] = ()
-    message: str = ""
-    hint: str = ""
-
-    @property
-    def ready(self) -> bool:
-        return self.state == "ready"
-
-    @property
-    def server_name(self) -> str:
-        return "Ollama" if self.kind == "ollama" else "the model server"
-
-
-@dataclass
-class IndexJob:
-    paths: list[str] | None  # None: every library folder
-    files: list[str] | None = None  # only these files (a retry or a watcher batch)
-    retry: bool = False
-    controls: Any = None
-    task: Task | None = None
-    paused: bool = False
-    started: float = field(default_factory=time.monotonic)
-
-
-def model_matches(wanted: str, installed: str) -> bool:
-    """``llama3.2`` and ``llama3.2:latest`` name the same Ollama model."""
-
-    def full(name: str) -> str:
-        return name if ":" in name else f"{name}:latest"
-
-    return full(wanted.strip()) == full(installed.strip())
 
 
 class Backend(QObject):
@@ -141,7 +102,7 @@ class Backend(QObject):
         self.phase = "starting"
         self.llm_status = LLMStatus("checking", self.settings.llm_kind)
         self.snapshot: LibrarySnapshot | None = None
-        self._jobs: list[IndexJob] = []
+        self._jobs = IndexJobQueue()
         self.current_job: IndexJob | None = None
         self._pending_paths: list[str] = []
         self._refreshing = False
@@ -334,21 +295,14 @@ class Backend(QObject):
         def remove(ctx: TaskContext) -> int:
             if running is not None:
                 running.done.wait(60)
-            gone = [d.path for d in library.documents(folder=path)]
-            removed = library.remove_folder(path)
-            try:
-                from core.qa import conversation_store
-
-                store = conversation_store(library)
-                if store is not None and gone:
-                    store.forget_documents(gone)
-            except Exception:  # history cleanup must not block removing the folder
-                log.exception("could not blank removed documents in conversations")
-            return removed
+            # The library blanks the removed documents' text in saved conversations too.
+            return library.remove_folder(path)
 
         def done(removed: int) -> None:
             name = os.path.basename(path) or path
-            self.notice.emit("info", f"Removed “{name}” from the library ({removed} files).")
+            self.notice.emit(
+                "info", f"Removed “{name}” from the library ({count_of(removed, 'file')})."
+            )
             self.refresh_library()
 
         self.background.submit(
@@ -356,15 +310,8 @@ class Backend(QObject):
         )
 
     def _enqueue(self, job: IndexJob) -> None:
-        # A full rescan already covers any queued rescan.
-        if (
-            job.paths is None
-            and job.files is None
-            and any(j.paths is None and j.files is None for j in self._jobs)
-        ):
-            return
-        self._jobs.append(job)
-        self._next_job()
+        if self._jobs.add(job):
+            self._next_job()
 
     def _next_job(self) -> None:
         if (
@@ -375,36 +322,19 @@ class Backend(QObject):
             or self.cancelled
         ):
             return
-        from core.indexer import Controls
-
-        job = self._jobs.pop(0)
-        job.controls = Controls()
+        job = self._jobs.take()
         if self.paused:
             # Adding a folder is a request to index it now: lift an earlier pause.
             self.resume_indexing()
-        job.started = time.monotonic()
         self.current_job = job
         library = self.library
         assert library is not None
 
         def run(ctx: TaskContext) -> IndexReport:
-            def progress(p: IndexProgress) -> None:
-                ctx.report(p, force=p.files_done >= p.files_total)
-
-            if job.files is not None:
-                if job.retry:
-                    for path in job.files[:-1]:
-                        library.retry(path)
-                    return library.retry(job.files[-1])
-                return library.sync_files(job.files, progress=progress, controls=job.controls)
-            if job.paths:
-                for path in job.paths:
-                    library.add_folder(path)
-                ctx.report("folders_added", force=True)
-            return library.index(job.paths, progress=progress, controls=job.controls)
+            return run_job(library, job, lambda value, force: ctx.report(value, force=force))
 
         def progress(value: Any) -> None:
-            if value == "folders_added":
+            if value == FOLDERS_ADDED:
                 self.refresh_library()
             elif isinstance(value, IndexProgress):
                 self._last_progress = value
@@ -704,10 +634,7 @@ class Backend(QObject):
 
     def refresh_conversations(self) -> None:
         def load(library: Library, ctx: TaskContext) -> list[Any]:
-            from core.qa import conversation_store
-
-            store = conversation_store(library)
-            return store.list() if store is not None else []
+            return library.conversations.list()
 
         self.run(load, name="conversations", on_result=self.conversations_changed.emit)
 
@@ -715,20 +642,13 @@ class Backend(QObject):
         self, conversation_id: int, on_result: Callable[[list[Any]], None]
     ) -> Task | None:
         def load(library: Library, ctx: TaskContext) -> list[Any]:
-            from core.qa import conversation_store
-
-            store = conversation_store(library)
-            return store.turns(conversation_id) if store is not None else []
+            return library.conversations.turns(conversation_id)
 
         return self.run(load, name="load conversation", on_result=on_result)
 
     def delete_conversation(self, conversation_id: int) -> None:
         def delete(library: Library, ctx: TaskContext) -> None:
-            from core.qa import conversation_store
-
-            store = conversation_store(library)
-            if store is not None:
-                store.delete(conversation_id)
+            library.conversations.delete(conversation_id)
 
         task = self.run(delete, name="delete conversation")
         if task is not None:
@@ -839,9 +759,14 @@ class Backend(QObject):
     def _start_watcher(self) -> None:
         if not self._watch_enabled or self.library is None:
             return
-        from desktop.watching import start_watcher
+        from desktop.watching import WatchHandlers, start_watcher
 
-        self.watcher = start_watcher(self)
+        handlers = WatchHandlers(
+            self._watch_progress, self._watch_batch, self._watch_status, self._watch_error
+        )
+        self.watcher, self.watch_bridge = start_watcher(
+            self.library, self.background, handlers, parent=self
+        )
 
     def _watch_progress(self, progress: IndexProgress) -> None:
         if self.current_job is not None or self.cancelled or self._closing:
@@ -927,75 +852,3 @@ class Backend(QObject):
         log.warning("closing with indexing still finishing a batch; it is not waited for")
         with contextlib.suppress(Exception):
             library.parser.close()
-
-
-def llm_address(settings: Settings) -> str:
-    """The server address as configured (never raises, unlike resolving it)."""
-    if settings.llm_url:
-        return settings.llm_url
-    if settings.llm_kind != "ollama":
-        return ""
-    try:
-        return settings.resolved_llm_url
-    except LecternError:  # a malformed OLLAMA_HOST: shown as written
-        return os.environ.get("OLLAMA_HOST", "").strip()
-
-
-def address_problem(exc: LecternError) -> tuple[str, str]:
-    """Core's sentence naming the setting at fault, and how to fix it in the app."""
-    fix = "Open Settings (Ctrl+,) and enter an address like http://127.0.0.1:11434."
-    hint = exc.hint if exc.hint != type(exc).default_hint else ""
-    if "Settings" not in hint:
-        hint = f"{hint} {fix}".strip()
-    return exc.message, hint
-
-
-def probe_llm(settings: Settings) -> LLMStatus:
-    """Ask the configured server what it has (runs in the background)."""
-    from core.errors import ConfigError, LLMUnavailableError
-    from core.generation.llm import make_client
-
-    kind = settings.llm_kind
-    url = llm_address(settings)
-    try:
-        client = make_client(settings, connect_timeout=3.0, request_timeout=8.0)
-    except ConfigError as exc:
-        message, hint = address_problem(exc)
-        return LLMStatus("invalid", kind, url, settings.llm_model, message=message, hint=hint)
-    except LecternError as exc:
-        return LLMStatus("error", kind, url, settings.llm_model, message=exc.message, hint=exc.hint)
-    except Exception as exc:  # whatever building the client raised, say it
-        message, hint = describe_error(exc)
-        return LLMStatus("error", kind, url, settings.llm_model, message=message, hint=hint)
-    try:
-        url = client.url
-        models = tuple(m.name for m in client.list_models())
-    except LLMUnavailableError as exc:
-        return LLMStatus(
-            "unreachable", kind, url, settings.llm_model, message=exc.message, hint=exc.hint
-        )
-    except LecternError as exc:
-        return LLMStatus("error", kind, url, settings.llm_model, message=exc.message, hint=exc.hint)
-    except Exception as exc:  # a strange reply must not break start-up
-        message, hint = describe_error(exc)
-        return LLMStatus("error", kind, url, settings.llm_model, message=message, hint=hint)
-    finally:
-        client.close()
-    if not models:
-        return LLMStatus(
-            "no_models",
-            kind,
-            url,
-            settings.llm_model,
-            message=f"{'Ollama' if kind == 'ollama' else 'The server'} is running but has no models yet.",
-        )
-    if not any(model_matches(settings.llm_model, m) for m in models):
-        return LLMStatus(
-            "model_missing",
-            kind,
-            url,
-            settings.llm_model,
-            models,
-            message=f"The model “{settings.llm_model}” is not installed on the server.",
-        )
-    return LLMStatus("ready", kind, url, settings.llm_model, models)

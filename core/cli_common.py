@@ -1,0 +1,74 @@
+"""What the CLI's commands share: opening the library and the progress bar."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, TextIO
+
+from core.records import IndexProgress
+
+if TYPE_CHECKING:
+    from core.library import Library
+
+
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    seconds = int(seconds)
+    return (
+        f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
+        else f"{seconds // 60:02d}:{seconds % 60:02d}"
+    )
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr: files and chunks done, rate, time left."""
+
+    def __init__(self, stream: TextIO | None = None, min_interval: float = 0.2) -> None:
+        # Looked up per bar, not bound at import: sys.stderr may have been replaced since.
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() or os.environ.get("LECTERN_PROGRESS") == "1"
+        self.min_interval = min_interval
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, p: IndexProgress) -> None:
+        now = time.monotonic()
+        final = p.files_done >= p.files_total
+        if not self.enabled or (now - self._last < self.min_interval and not final):
+            return
+        self._last = now
+        width = 28
+        frac = p.files_done / p.files_total if p.files_total else 1.0
+        bar = "█" * int(width * frac) + "░" * (width - int(width * frac))
+        chunk_rate = p.chunks_done / p.elapsed_s if p.elapsed_s > 0 else 0.0
+        line = (
+            f"\r{bar} {p.files_done}/{p.files_total} files  {p.chunks_done} chunks  "
+            f"{chunk_rate:.1f} chunks/s  ETA {_fmt_duration(p.eta_s)}"
+        )
+        if p.failed:
+            line += f"  {p.failed} failed"
+        self.stream.write(line[:160].ljust(100))
+        self.stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def open_library() -> Library:
+    """The library in the configured data folder; repairs made at open are told once."""
+    from core.library import Library
+
+    library = Library()
+    # What was repaired at open is said once, where the person is looking.
+    for notice in library.recovery_notices:
+        print(f"{notice.message} {notice.hint}".strip(), file=sys.stderr)
+        if notice.kept_at:
+            print(f"  (kept at {notice.kept_at})", file=sys.stderr)
+    return library

@@ -1,0 +1,93 @@
+"""Document-level, score-aware fusion of the BM25 and dense lists, weighted per query.
+
+Why not reciprocal rank fusion over chunks (what Lectern did first):
+- A document found by both lists through *different* chunks got two half-votes that never
+  added up; fusing at document level (a document scores as its best chunk in each list)
+  lets the evidence of both lists meet.
+- Equal-weight RRF lets a weak list drag good results of the other down: on passage sets
+  where BM25 is poor, RRF ranked below dense alone. Scores say how far a document stands
+  above the rest of its list, ranks do not.
+
+Each list's document scores are z-normalised over its top ``depth`` documents; a document
+missing from a list gets that list's lowest normalised score (it was not found above the
+cut, so at best it sits just below it). The two lists are mixed with a per-query weight:
+each list's *confidence* is how far its best document stands above its own list (the top
+z-score), and the share of BM25 is ``prior * cb^p / (prior * cb^p + (1 - prior) * cd^p)``.
+A query whose keywords single out one document gives BM25 the say; a query whose words
+are common (BM25 flat) leaves it to dense, and the reverse. ``p = 0`` is a fixed weight.
+
+The constants (``FusionParams`` defaults) were chosen on the SciFact *train* split only,
+with bench/retrieval_tune.py; docs/ARCHITECTURE.md has the figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+Ranked = Sequence[tuple[int, float]]
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    bm25_prior: float = 0.35
+    confidence_power: float = 3.0
+    depth: int = 100  # documents per list that are normalised and fused
+
+
+def best_per_document(
+    ranked_chunks: Ranked, document_of: Mapping[int, int]
+) -> list[tuple[int, float]]:
+    """(document, its best chunk's score), best first; chunks of unknown documents dropped."""
+    best: dict[int, float] = {}
+    for chunk, score in ranked_chunks:
+        doc = document_of.get(chunk)
+        if doc is not None and (doc not in best or score > best[doc]):
+            best[doc] = score
+    return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _normalised(docs: Ranked, depth: int) -> tuple[dict[int, float], float, float]:
+    """z-scores of the top ``depth`` documents, the floor given to absent documents, and
+    the list's confidence (its top z-score, never below 0)."""
+    top = list(docs[:depth])
+    if not top:
+        return {}, 0.0, 0.0
+    values = [s for _, s in top]
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    if std <= 1e-12:  # one document, or all equal: the list does not discriminate
+        return {d: 0.0 for d, _ in top}, 0.0, 0.0
+    z = {d: (s - mean) / std for d, s in top}
+    return z, min(z.values()), max(0.0, max(z.values()))
+
+
+def bm25_share(bm25_confidence: float, dense_confidence: float, params: FusionParams) -> float:
+    """The weight of BM25 for this query (dense gets the rest)."""
+    p = params.confidence_power
+    wb = params.bm25_prior * (bm25_confidence**p if p else 1.0)
+    wd = (1.0 - params.bm25_prior) * (dense_confidence**p if p else 1.0)
+    if wb + wd <= 0.0:
+        return params.bm25_prior
+    return wb / (wb + wd)
+
+
+def fuse(
+    bm25_docs: Ranked, dense_docs: Ranked, params: FusionParams | None = None
+) -> list[tuple[int, float]]:
+    """Fused (document, score), best first. Either list may be empty (then the other
+    one's order is kept)."""
+    params = params or FusionParams()
+    zb, floor_b, cb = _normalised(bm25_docs, params.depth)
+    zd, floor_d, cd = _normalised(dense_docs, params.depth)
+    if not zb:
+        return [(d, zd[d]) for d, _ in dense_docs[: params.depth]]
+    if not zd:
+        return [(d, zb[d]) for d, _ in bm25_docs[: params.depth]]
+    share = bm25_share(cb, cd, params)
+    fused = {
+        doc: share * zb.get(doc, floor_b) + (1.0 - share) * zd.get(doc, floor_d)
+        for doc in zb.keys() | zd.keys()
+    }
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -1,0 +1,132 @@
+"""Every failure of a model server mapped to one of the errors in core.errors, in words
+a person can act on; a stream cut mid-answer keeps the text that already arrived.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import httpx
+
+from core.errors import (
+    ContextTooSmallError,
+    LLMError,
+    LLMTimeoutError,
+    LLMUnavailableError,
+    ModelNotFoundError,
+    StreamInterruptedError,
+)
+from core.generation.llm.records import OLLAMA_START_HINT, OPENAI_START_HINT
+from core.generation.llm.stream import StreamTimeout
+
+log = logging.getLogger(__name__)
+
+
+def _is_context_message(message: str) -> bool:
+    text = message.lower()
+    return (
+        "context" in text and ("exceed" in text or "too long" in text or "too large" in text)
+    ) or ("prompt is too long" in text)
+
+
+class ErrorMapper:
+    def __init__(self, kind: str, url: str) -> None:
+        self.kind = kind
+        self.url = url
+
+    @property
+    def server_name(self) -> str:
+        return "Ollama" if self.kind == "ollama" else "The model server"
+
+    def unavailable(self, detail: str = "") -> LLMUnavailableError:
+        hint = OLLAMA_START_HINT if self.kind == "ollama" else OPENAI_START_HINT
+        who = "Ollama is" if self.kind == "ollama" else "No model server is"
+        message = f"{who} not running at {self.url}"
+        if detail:
+            message += f" ({detail})"
+        return LLMUnavailableError(message + ".", hint)
+
+    def not_found(self, model: str) -> ModelNotFoundError:
+        if self.kind == "ollama":
+            hint = f"Pull it with `lectern pull {model}` (or `ollama pull {model}`), or pick another model."
+        else:
+            hint = "Load the model in your server, or pick one that `lectern models` lists."
+        return ModelNotFoundError(
+            f"The model {model!r} is not installed on the server at {self.url}.", hint, model=model
+        )
+
+    def status(self, status: int, message: str, model: str) -> LLMError:
+        if status == 404:
+            return self.not_found(model)
+        if _is_context_message(message):
+            return ContextTooSmallError(
+                f"The question and its sources do not fit the model's context window: {message}"
+            )
+        return LLMError(
+            f"{self.server_name} at {self.url} reported an error (HTTP {status}): {message}"
+        )
+
+    def timeout(self, exc: StreamTimeout, model: str) -> LLMTimeoutError:
+        if exc.first:
+            return LLMTimeoutError(
+                f"The model {model!r} at {self.url} did not start answering within "
+                f"{exc.seconds:g} s (loading a large model can take a while)."
+            )
+        return LLMTimeoutError(
+            f"The model {model!r} at {self.url} stopped sending text for {exc.seconds:g} s."
+        )
+
+    def interrupted(
+        self, partial: str, detail: str, *, server_said: bool = False
+    ) -> StreamInterruptedError:
+        """A stream that ended early. ``server_said``: ``detail`` is the server's own
+        error message ("llama runner process has terminated"), which is worth showing."""
+        # The transport's words ("incomplete chunked read") help a developer, not the
+        # person reading the answer: they go to the log and to ``error.detail``.
+        log.info("stream from %s ended early: %s", self.url, detail)
+        if partial and server_said:
+            message = (
+                f"{self.server_name} stopped in the middle of the answer: {detail.rstrip('.')}."
+            )
+        elif partial:
+            message = f"{self.server_name} stopped in the middle of the answer."
+        else:
+            message = f"{self.server_name} closed the connection before answering."
+        error = StreamInterruptedError(message)
+        error.partial_text = partial  # type: ignore[attr-defined]
+        error.detail = detail  # type: ignore[attr-defined]
+        return error
+
+    def transport(self, exc: BaseException, partial: str, model: str) -> LLMError:
+        """Map an exception raised while talking to the server."""
+        if isinstance(exc, LLMError):
+            return exc
+        if isinstance(exc, StreamTimeout):
+            error = self.timeout(exc, model)
+            error.partial_text = partial  # type: ignore[attr-defined]
+            return error
+        if isinstance(exc, httpx.ConnectTimeout):
+            return self.unavailable("it did not accept a connection in time")
+        if isinstance(exc, httpx.ConnectError | ConnectionRefusedError) or (
+            isinstance(exc, ConnectionError) and "Failed to connect" in str(exc)
+        ):
+            return self.unavailable()
+        if isinstance(exc, httpx.TimeoutException):
+            error = LLMTimeoutError(
+                f"The server at {self.url} stopped responding ({type(exc).__name__})."
+            )
+            error.partial_text = partial  # type: ignore[attr-defined]
+            return error
+        if isinstance(
+            exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError | OSError
+        ):
+            return self.interrupted(partial, str(exc) or type(exc).__name__)
+        if isinstance(exc, json.JSONDecodeError | ValueError):
+            return self.interrupted(partial, f"unreadable reply: {exc}")
+        return LLMError(f"Talking to {self.url} failed: {exc}")
+
+
+def partial_text(error: BaseException) -> str:
+    """Text that had arrived before ``error`` ended a stream ("" when none)."""
+    return str(getattr(error, "partial_text", "") or "")

@@ -1,0 +1,250 @@
+"""Ollama's native API through the official ``ollama`` package."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from core.errors import LLMError, LLMTimeoutError
+from core.generation.llm.errors import ErrorMapper, _is_context_message
+from core.generation.llm.openai import _first
+from core.generation.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
+from core.generation.llm.stream import StreamTimeout, pump, trace_hook
+from core.generation.llm.urls import normalise_url, resolve_url
+
+
+class OllamaClient:
+    """Ollama's native API through the official ``ollama`` package."""
+
+    kind = "ollama"
+    sets_num_ctx = True
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        connect_timeout: float = 5.0,
+        first_token_timeout: float = 120.0,
+        idle_timeout: float = 60.0,
+        request_timeout: float = 30.0,
+    ) -> None:
+        self.url = normalise_url(host, default_port=11434)
+        self.connect_timeout = connect_timeout
+        self.first_token_timeout = first_token_timeout
+        self.idle_timeout = idle_timeout
+        self.request_timeout = request_timeout
+        self._errors = ErrorMapper(self.kind, self.url)
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._context_cache: dict[str, int | None] = {}
+
+    def _ollama(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import ollama
+
+                base = resolve_url(self.url, self.connect_timeout)
+                # The read limit is the longest single wait the reader thread may block;
+                # the consumer enforces the finer first-token and idle limits itself.
+                read = max(self.first_token_timeout, self.idle_timeout, self.request_timeout) + 5
+                self._client = ollama.Client(
+                    host=base,
+                    timeout=httpx.Timeout(
+                        connect=self.connect_timeout,
+                        read=read,
+                        write=30.0,
+                        pool=self.connect_timeout,
+                    ),
+                    # One connection per request, so a stream's socket is always known
+                    # (reported by the trace hook) and can be shut down on cancel.
+                    limits=httpx.Limits(max_keepalive_connections=0),
+                    event_hooks={"request": [trace_hook]},
+                    trust_env=False,  # a proxy setting must never route local calls elsewhere
+                )
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    def _call(self, fn: Callable[[], T], model: str = "") -> T:
+        """Run a short request with the request timeout and mapped errors."""
+        import ollama
+
+        try:
+            return _first(
+                pump(
+                    lambda: iter([fn()]),
+                    first_timeout=self.request_timeout,
+                    idle_timeout=self.request_timeout,
+                    cancel=None,
+                )
+            )
+        except ollama.ResponseError as exc:
+            raise self._errors.status(exc.status_code, str(exc.error), model) from None
+        except StreamTimeout:
+            raise LLMTimeoutError(
+                f"Ollama at {self.url} did not reply within {self.request_timeout:g} s."
+            ) from None
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise self._errors.transport(exc, "", model) from None
+
+    def version(self) -> str:
+        client = self._ollama()
+
+        def fetch() -> str:
+            response = client._client.get("/api/version")  # not wrapped by the ollama package
+            response.raise_for_status()
+            return str(response.json().get("version", ""))
+
+        return self._call(fetch)
+
+    def list_models(self) -> list[ModelInfo]:
+        client = self._ollama()
+        listing = self._call(client.list)
+        models: list[ModelInfo] = []
+        for entry in listing.models:
+            details = entry.details
+            models.append(
+                ModelInfo(
+                    name=str(entry.model or ""),
+                    size=int(entry.size) if entry.size is not None else None,
+                    family=str(getattr(details, "family", "") or ""),
+                    parameter_size=str(getattr(details, "parameter_size", "") or ""),
+                    quantization=str(getattr(details, "quantization_level", "") or ""),
+                    modified_at=entry.modified_at.isoformat() if entry.modified_at else "",
+                )
+            )
+        return models
+
+    def context_length(self, model: str) -> int | None:
+        """The model's trained context length from ``/api/show`` (None when it is not said).
+
+        Raises ModelNotFoundError for a model the server does not have.
+        """
+        if model in self._context_cache:
+            return self._context_cache[model]
+        client = self._ollama()
+        shown = self._call(lambda: client.show(model), model)
+        info: Mapping[str, Any] = shown.modelinfo or {}
+        length: int | None = None
+        arch = info.get("general.architecture")
+        if arch:
+            length = int_or_none(info.get(f"{arch}.context_length"))
+        if length is None:
+            for key, value in info.items():
+                if key.endswith(".context_length"):
+                    length = int_or_none(value)
+                    break
+        self._context_cache[model] = length
+        return length
+
+    def pull(self, model: str, *, cancel: threading.Event | None = None) -> Iterator[PullProgress]:
+        import ollama
+
+        client = self._ollama()
+        try:
+            for part in pump(
+                lambda: client.pull(model, stream=True),
+                first_timeout=self.first_token_timeout,
+                idle_timeout=max(self.idle_timeout, 120.0),  # registries can be slow
+                cancel=cancel,
+            ):
+                yield PullProgress(
+                    status=str(part.status or ""),
+                    digest=str(part.digest or ""),
+                    total=part.total,
+                    completed=part.completed,
+                )
+        except ollama.ResponseError as exc:
+            message = str(exc.error)
+            if exc.status_code in (-1, 400, 404, 500) and (
+                "manifest" in message or "not exist" in message or "not found" in message
+            ):
+                raise LLMError(
+                    f"Ollama could not pull {model!r}: {message}",
+                    "Check the model name on ollama.com/library; pulling needs an internet connection.",
+                ) from None
+            raise self._errors.status(exc.status_code, message, model) from None
+        except StreamTimeout as exc:
+            raise LLMTimeoutError(
+                f"Pulling {model!r} from {self.url} made no progress for {exc.seconds:g} s."
+            ) from None
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise self._errors.transport(exc, "", model) from None
+
+    def chat(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        *,
+        num_ctx: int | None = None,
+        num_predict: int | None = None,
+        temperature: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[ChatDelta]:
+        import ollama
+
+        client = self._ollama()
+        options: dict[str, Any] = {}
+        if num_ctx:
+            options["num_ctx"] = int(num_ctx)
+        if num_predict:
+            options["num_predict"] = int(num_predict)
+        if temperature is not None:
+            options["temperature"] = float(temperature)
+        payload = [dict(m) for m in messages]
+        received: list[str] = []
+        finished = False
+        try:
+            for part in pump(
+                lambda: client.chat(
+                    model=model, messages=payload, stream=True, options=options or None
+                ),
+                first_timeout=self.first_token_timeout,
+                idle_timeout=self.idle_timeout,
+                cancel=cancel,
+            ):
+                text = str(part.message.content or "") if part.message is not None else ""
+                received.append(text)
+                if part.done:
+                    finished = True
+                    yield ChatDelta(
+                        text=text,
+                        done=True,
+                        done_reason=part.done_reason,
+                        prompt_eval_count=part.prompt_eval_count,
+                        eval_count=part.eval_count,
+                        total_duration_ns=part.total_duration,
+                        load_duration_ns=part.load_duration,
+                    )
+                    return
+                if text:
+                    yield ChatDelta(text=text)
+        except ollama.ResponseError as exc:
+            partial = "".join(received)
+            if exc.status_code == -1:  # an {"error": ...} line inside a 200 stream
+                if partial:
+                    raise self._errors.interrupted(
+                        partial, str(exc.error), server_said=True
+                    ) from None
+                if _is_context_message(str(exc.error)):
+                    raise self._errors.status(400, str(exc.error), model) from None
+                raise LLMError(f"Ollama at {self.url} failed to answer: {exc.error}") from None
+            raise self._errors.status(exc.status_code, str(exc.error), model) from None
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise self._errors.transport(exc, "".join(received), model) from None
+        if not finished and not (cancel is not None and cancel.is_set()):
+            # The server closed a well-formed stream without the final "done" record.
+            raise self._errors.interrupted("".join(received), "the stream ended without finishing")

@@ -1,0 +1,120 @@
+"""What the model-server clients return, and the one interface both speak."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
+
+Message = Mapping[str, str]
+
+OLLAMA_START_HINT = (
+    "Start Ollama (run `ollama serve` or open the Ollama app), then try again, or check the "
+    "server address in the settings (OLLAMA_HOST)."
+)
+OPENAI_START_HINT = (
+    "Start your OpenAI-compatible server (LM Studio, llama.cpp server, vLLM, Jan) and check its "
+    "base URL in the settings, then try again."
+)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    size: int | None = None
+    family: str = ""
+    parameter_size: str = ""
+    quantization: str = ""
+    modified_at: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "size": self.size,
+            "family": self.family,
+            "parameter_size": self.parameter_size,
+            "quantization": self.quantization,
+            "modified_at": self.modified_at,
+        }
+
+
+@dataclass(frozen=True)
+class PullProgress:
+    status: str
+    digest: str = ""
+    total: int | None = None
+    completed: int | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.total:
+            return None
+        return min(1.0, (self.completed or 0) / self.total)
+
+
+@dataclass(frozen=True)
+class ChatDelta:
+    """One piece of a streamed answer. The last one has ``done`` set and the counters."""
+
+    text: str
+    done: bool = False
+    done_reason: str | None = None
+    prompt_eval_count: int | None = None
+    eval_count: int | None = None
+    total_duration_ns: int | None = None
+    load_duration_ns: int | None = None
+
+
+class LLMClient(Protocol):
+    kind: str  # "ollama" or "openai"
+    url: str  # the base URL as the user configured it (used in messages)
+    sets_num_ctx: bool  # whether chat() can size the server's context window per request
+
+    def list_models(self) -> list[ModelInfo]: ...
+
+    def context_length(self, model: str) -> int | None: ...
+
+    def pull(
+        self, model: str, *, cancel: threading.Event | None = None
+    ) -> Iterator[PullProgress]: ...
+
+    def chat(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        *,
+        num_ctx: int | None = None,
+        num_predict: int | None = None,
+        temperature: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[ChatDelta]: ...
+
+    def close(self) -> None: ...
+
+
+def complete(
+    client: LLMClient,
+    model: str,
+    messages: Sequence[Message],
+    *,
+    num_ctx: int | None = None,
+    num_predict: int | None = None,
+    cancel: threading.Event | None = None,
+) -> str:
+    """The whole text of a short answer (used for rewriting follow-up questions)."""
+    parts: list[str] = []
+    for delta in client.chat(
+        model, messages, num_ctx=num_ctx, num_predict=num_predict, temperature=0.0, cancel=cancel
+    ):
+        parts.append(delta.text)
+    return "".join(parts)
+
+
+def int_or_none(value: object) -> int | None:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,473 @@
+"""The record of what the library holds: folders, documents, their text and chunks.
+
+Every query on these tables lives here, so a column is changed in one module. Writes go
+through ``Database.transaction`` (the writer lock), and a document's rows are replaced in
+one transaction so a reader never sees half of a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+import numpy as np
+
+from core.records import Chunk, DocState, Document, FileInfo, PageSpan, PreparedFile
+from core.store import ocr as ocr_words
+from core.store.db import Database
+from core.store.vectors import blobs_to_matrix
+
+
+@dataclass(frozen=True)
+class KnownFile:
+    """What the database recorded about a file when it was last indexed."""
+
+    size: int
+    mtime: float
+    state: str
+    content_hash: str
+    index_config: str | None
+
+
+@dataclass(frozen=True)
+class DocumentWrite:
+    """What a document write changed, for the vector index to follow."""
+
+    document_id: int
+    old_chunk_ids: tuple[int, ...]
+    new_chunk_ids: np.ndarray
+
+
+_DOCUMENT_COLUMNS = (
+    "id, path, folder, size, mtime, content_hash, type, title, pages, state, reason, chunks"
+)
+
+
+def _document(r: Sequence[object]) -> Document:
+    return Document(
+        id=int(r[0]),  # type: ignore[call-overload]
+        path=str(r[1]),
+        folder=str(r[2] or ""),
+        size=int(r[3] or 0),  # type: ignore[call-overload]
+        mtime=float(r[4] or 0.0),  # type: ignore[arg-type]
+        content_hash=str(r[5] or ""),
+        type=str(r[6] or ""),
+        title=str(r[7] or ""),
+        pages=int(r[8] or 0),  # type: ignore[call-overload]
+        state=DocState(r[9]),
+        reason=str(r[10] or ""),
+        chunks=int(r[11] or 0),  # type: ignore[call-overload]
+    )
+
+
+class DocumentStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # --- folders ------------------------------------------------------------------------
+
+    def folders(self) -> list[str]:
+        rows = self.db.cursor().execute("SELECT path FROM folders ORDER BY path").fetchall()
+        return [r[0] for r in rows]
+
+    def add_folders(self, folders: Sequence[str]) -> None:
+        with self.db.transaction() as cur:
+            for folder in folders:
+                cur.execute("INSERT OR IGNORE INTO folders(path) VALUES (?)", [folder])
+
+    def remove_folder(self, folder: str, meta_key: str) -> None:
+        """Drop the folder row and its per-folder metadata entry ``meta_key``."""
+        with self.db.transaction() as cur:
+            cur.execute("DELETE FROM folders WHERE path = ?", [folder])
+            cur.execute("DELETE FROM meta WHERE key = ?", [meta_key])
+
+    def set_folder_states(self, states: dict[str, str]) -> None:
+        with self.db.transaction() as cur:
+            for folder, state in states.items():
+                cur.execute("UPDATE folders SET state = ? WHERE path = ?", [state, folder])
+
+    def folder_counts(self) -> list[tuple[str, int, int, int, int, int]]:
+        """Per folder: path, then documents indexed, failed, skipped, pending, and chunks."""
+        rows = (
+            self.db.cursor()
+            .execute(
+                """SELECT f.path,
+                      count(*) FILTER (WHERE d.state = 'indexed'),
+                      count(*) FILTER (WHERE d.state = 'failed'),
+                      count(*) FILTER (WHERE d.state = 'skipped'),
+                      count(*) FILTER (WHERE d.state = 'pending'),
+                      coalesce(sum(d.chunks), 0)
+               FROM folders f LEFT JOIN documents d ON d.folder = f.path
+               GROUP BY f.path ORDER BY f.path"""
+            )
+            .fetchall()
+        )
+        return [(r[0], int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows]
+
+    # --- documents ----------------------------------------------------------------------
+
+    def documents(self, folder: str | None = None, state: str | None = None) -> list[Document]:
+        sql = f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE 1=1"
+        params: list[object] = []
+        if folder:
+            sql += " AND folder = ?"
+            params.append(folder)
+        if state:
+            sql += " AND state = ?"
+            params.append(state)
+        rows = self.db.cursor().execute(sql + " ORDER BY path", params).fetchall()
+        return [_document(r) for r in rows]
+
+    def paths_in_folder(self, folder: str) -> list[str]:
+        rows = (
+            self.db.cursor()
+            .execute("SELECT path FROM documents WHERE folder = ?", [folder])
+            .fetchall()
+        )
+        return [r[0] for r in rows]
+
+    def mark_pending(self, path: str) -> None:
+        with self.db.transaction() as cur:
+            cur.execute("UPDATE documents SET state = 'pending' WHERE path = ?", [path])
+
+    def document_text(self, document_id: int) -> str:
+        row = (
+            self.db.cursor()
+            .execute("SELECT text FROM document_text WHERE document_id = ?", [document_id])
+            .fetchone()
+        )
+        return str(row[0]) if row else ""
+
+    def document_pages(self, document_id: int) -> list[PageSpan]:
+        row = (
+            self.db.cursor()
+            .execute("SELECT pages FROM document_text WHERE document_id = ?", [document_id])
+            .fetchone()
+        )
+        return [PageSpan(*p) for p in json.loads(row[0])] if row and row[0] else []
+
+    def modified_dates(self, document_ids: Sequence[int]) -> dict[str, str]:
+        """path -> the file's modification date (ISO), for the given documents."""
+        if not document_ids:
+            return {}
+        rows = (
+            self.db.cursor()
+            .execute(
+                "SELECT path, mtime FROM documents WHERE id IN (SELECT unnest(?::BIGINT[]))",
+                [list(document_ids)],
+            )
+            .fetchall()
+        )
+        return {
+            path: datetime.fromtimestamp(float(mtime)).date().isoformat()
+            for path, mtime in rows
+            if mtime
+        }
+
+    def counts(self) -> tuple[dict[str, int], int]:
+        """Documents per state, and the number of chunks."""
+        cur = self.db.cursor()
+        row = cur.execute("SELECT count(*) FROM chunks").fetchone()
+        by_state = dict(
+            cur.execute("SELECT state, count(*) FROM documents GROUP BY state").fetchall()
+        )
+        return {s.value: int(by_state.get(s.value, 0)) for s in DocState}, int(row[0] if row else 0)
+
+    def set_index_config(self, meta: dict[str, str], *, drop_chunks: bool) -> None:
+        """Write the index configuration ``meta``; with ``drop_chunks`` (the embedding model
+        or the chunker changed) every chunk and text goes in the same transaction and every
+        indexed document is queued again, so vectors of two configurations never mix."""
+        with self.db.transaction() as cur:
+            if drop_chunks:
+                cur.execute("DELETE FROM chunks")
+                cur.execute("DELETE FROM document_text")
+                cur.execute(
+                    "UPDATE documents SET state = 'pending', chunks = 0 WHERE state = 'indexed'"
+                )
+            for key, value in meta.items():
+                self.db.set_meta(key, value, cur)
+
+    # --- the indexer's reads ------------------------------------------------------------
+
+    def known_files(self, folders: set[str]) -> dict[str, KnownFile]:
+        """What the database holds for every document under ``folders``."""
+        rows = (
+            self.db.cursor()
+            .execute(
+                "SELECT path, size, mtime, state, content_hash, index_config, folder FROM documents"
+            )
+            .fetchall()
+        )
+        return {
+            path: KnownFile(size, mtime, state, digest, config)
+            for path, size, mtime, state, digest, config, folder in rows
+            if folder in folders
+        }
+
+    def indexed_paths_of_sizes(self, paths: Sequence[str], sizes: Sequence[int]) -> set[str]:
+        """Which of ``paths`` are indexed with one of these sizes (possible move sources)."""
+        rows = (
+            self.db.cursor()
+            .execute(
+                """SELECT path FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[]))
+                   AND state = 'indexed' AND size IN (SELECT unnest(?::BIGINT[]))""",
+                [list(paths), list(sizes)],
+            )
+            .fetchall()
+        )
+        return {r[0] for r in rows}
+
+    def donor(self, content_hash: str, index_config: str, path: str) -> int | None:
+        """Another document with this content already embedded under this configuration."""
+        row = (
+            self.db.cursor()
+            .execute(
+                """SELECT id FROM documents WHERE content_hash = ? AND state = 'indexed'
+               AND index_config = ? AND path <> ? LIMIT 1""",
+                [content_hash, index_config, path],
+            )
+            .fetchone()
+        )
+        return int(row[0]) if row else None
+
+    def stored_embeddings(self, path: str, index_config: str) -> dict[str, np.ndarray]:
+        """The file's stored embeddings keyed by their embedding text (context and text)."""
+        rows = (
+            self.db.cursor()
+            .execute(
+                """SELECT coalesce(c.context, '') , c.text, c.embedding FROM chunks c
+                   JOIN documents d ON d.id = c.document_id
+                   WHERE d.path = ? AND d.index_config = ? AND c.embedding IS NOT NULL""",
+                [path, index_config],
+            )
+            .fetchall()
+        )
+        stored: dict[str, np.ndarray] = {}
+        for context, text, blob in rows:
+            key = f"{context}\n{text}" if context else text
+            stored[key] = np.frombuffer(blob, dtype=np.float32)
+        return stored
+
+    def indexed_before(self, paths: Sequence[str]) -> set[str]:
+        """Which of ``paths`` were already in the library (an update, not an addition)."""
+        if not paths:
+            return set()
+        rows = (
+            self.db.cursor()
+            .execute(
+                "SELECT path FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[])) AND state <> 'pending'",
+                [list(paths)],
+            )
+            .fetchall()
+        )
+        return {r[0] for r in rows}
+
+    def chunk_embeddings(self, document_id: int, dim: int) -> np.ndarray:
+        rows = (
+            self.db.cursor()
+            .execute(
+                "SELECT embedding FROM chunks WHERE document_id = ? ORDER BY ordinal",
+                [document_id],
+            )
+            .fetchall()
+        )
+        return blobs_to_matrix([r[0] for r in rows], dim)
+
+    # --- the indexer's writes -----------------------------------------------------------
+
+    def write_document(
+        self, prepared: PreparedFile, vectors: np.ndarray | None, index_config: str
+    ) -> DocumentWrite:
+        """Replace the file's rows (document, text, chunks) in one transaction."""
+        info = prepared.info
+        parsed = prepared.parsed
+        old_ids: list[int] = []
+        new_keys: np.ndarray = np.zeros(0, dtype=np.uint64)
+        with self.db.transaction() as cur:
+            row = cur.execute("SELECT id FROM documents WHERE path = ?", [info.path]).fetchone()
+            if row is None:
+                inserted = cur.execute(
+                    "INSERT INTO documents(path, folder, state) VALUES (?, ?, 'pending') RETURNING id",
+                    [info.path, info.folder],
+                ).fetchone()
+                assert inserted is not None
+                doc_id = int(inserted[0])
+            else:
+                doc_id = int(row[0])
+                old_ids = [
+                    r[0]
+                    for r in cur.execute(
+                        "SELECT id FROM chunks WHERE document_id = ?", [doc_id]
+                    ).fetchall()
+                ]
+                cur.execute("DELETE FROM chunks WHERE document_id = ?", [doc_id])
+                cur.execute("DELETE FROM document_text WHERE document_id = ?", [doc_id])
+                cur.execute("DELETE FROM ocr_words WHERE document_id = ?", [doc_id])
+            title = os.path.splitext(os.path.basename(info.path))[0]
+            pages = 0
+            chunk_count = 0
+            if prepared.reuse_from is not None:
+                title, pages, new_keys = self._copy_from_donor(cur, doc_id, prepared.reuse_from)
+                ocr_words.copy_words(cur, doc_id, prepared.reuse_from)
+                chunk_count = len(new_keys)
+            elif parsed is not None:
+                title = parsed.title or title
+                pages = parsed.page_count
+                cur.execute(
+                    "INSERT INTO document_text VALUES (?, ?, ?)",
+                    [
+                        doc_id,
+                        parsed.text,
+                        json.dumps([[p.page, p.start, p.end] for p in parsed.pages]),
+                    ],
+                )
+                # The words OCR read, with their boxes: in this transaction, so a
+                # document never lacks the boxes its citations are drawn from.
+                ocr_words.replace_words(cur, doc_id, parsed.words)
+                if prepared.state is DocState.INDEXED and vectors is not None:
+                    new_keys = _insert_chunks(cur, doc_id, prepared.chunks, vectors)
+                    chunk_count = len(new_keys)
+            cur.execute(
+                """UPDATE documents SET folder = ?, size = ?, mtime = ?, content_hash = ?, type = ?, title = ?,
+                       pages = ?, state = ?, reason = ?, chunks = ?, index_config = ?, indexed_at = current_timestamp
+                   WHERE id = ?""",
+                [
+                    info.folder,
+                    info.size,
+                    info.mtime,
+                    prepared.content_hash,
+                    prepared.doc_type or "",
+                    title,
+                    pages,
+                    prepared.state.value,
+                    prepared.reason,
+                    chunk_count,
+                    index_config,
+                    doc_id,
+                ],
+            )
+            self._bump_version(cur)
+        return DocumentWrite(doc_id, tuple(old_ids), new_keys)
+
+    def _copy_from_donor(
+        self, cur: duckdb.DuckDBPyConnection, doc_id: int, donor: int
+    ) -> tuple[str, int, np.ndarray]:
+        """Identical content already embedded: copy its text and chunks, embeddings included."""
+        row = cur.execute("SELECT title, pages FROM documents WHERE id = ?", [donor]).fetchone()
+        assert row is not None
+        cur.execute(
+            "INSERT INTO document_text SELECT ?, text, pages FROM document_text WHERE document_id = ?",
+            [doc_id, donor],
+        )
+        keys = np.array(
+            [
+                r[0]
+                for r in cur.execute(
+                    """INSERT INTO chunks(document_id, ordinal, text, context, start_char, end_char,
+                           page_start, page_end, heading_path, token_count, embedding)
+                       SELECT ?, ordinal, text, context, start_char, end_char, page_start, page_end,
+                           heading_path, token_count, embedding
+                       FROM chunks WHERE document_id = ? ORDER BY ordinal RETURNING id""",
+                    [doc_id, donor],
+                ).fetchall()
+            ],
+            dtype=np.uint64,
+        )
+        return str(row[0] or ""), int(row[1] or 0), keys
+
+    def _bump_version(self, cur: duckdb.DuckDBPyConnection) -> None:
+        version = int(self.db.get_meta("content_version", "0") or 0) + 1
+        self.db.set_meta("content_version", str(version), cur)
+
+    def touch(self, files: Sequence[FileInfo]) -> None:
+        """Same content, new modification time: only the time is recorded."""
+        if not files:
+            return
+        with self.db.transaction() as cur:
+            for info in files:
+                cur.execute(
+                    "UPDATE documents SET mtime = ? WHERE path = ?", [info.mtime, info.path]
+                )
+
+    def remove_documents(self, paths: Sequence[str]) -> tuple[int, list[int]]:
+        """Forget these files' rows, text and chunks; returns how many documents went and
+        the ids of their chunks (for the vector index)."""
+        if not paths:
+            return 0, []
+        with self.db.transaction() as cur:
+            ids = [
+                r[0]
+                for r in cur.execute(
+                    "SELECT id FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[]))",
+                    [list(paths)],
+                ).fetchall()
+            ]
+            if not ids:
+                return 0, []
+            chunk_ids = [
+                r[0]
+                for r in cur.execute(
+                    "SELECT id FROM chunks WHERE document_id IN (SELECT unnest(?::BIGINT[]))", [ids]
+                ).fetchall()
+            ]
+            cur.execute(
+                "DELETE FROM chunks WHERE document_id IN (SELECT unnest(?::BIGINT[]))", [ids]
+            )
+            cur.execute(
+                "DELETE FROM document_text WHERE document_id IN (SELECT unnest(?::BIGINT[]))", [ids]
+            )
+            cur.execute("DELETE FROM documents WHERE id IN (SELECT unnest(?::BIGINT[]))", [ids])
+            cur.execute(
+                "DELETE FROM ocr_words WHERE document_id IN (SELECT unnest(?::BIGINT[]))", [ids]
+            )
+            self._bump_version(cur)
+        return len(ids), chunk_ids
+
+
+def _insert_chunks(
+    cur: duckdb.DuckDBPyConnection,
+    doc_id: int,
+    chunks: Sequence[Chunk],
+    vectors: np.ndarray,
+) -> np.ndarray:
+    ids = np.array(
+        [
+            r[0]
+            for r in cur.execute(
+                "SELECT nextval('chunk_ids') FROM range(?)", [len(chunks)]
+            ).fetchall()
+        ],
+        dtype=np.int64,
+    )
+    # A dict of numpy columns is scanned by DuckDB in bulk; per-row parameters are far slower.
+    new_chunks = {  # noqa: F841 - read by DuckDB's replacement scan below
+        "id": ids,
+        "ordinal": np.array([c.ordinal for c in chunks], dtype=np.int32),
+        "text": np.array([c.text for c in chunks], dtype=object),
+        "context": np.array([c.context for c in chunks], dtype=object),
+        "start_char": np.array([c.start for c in chunks], dtype=np.int64),
+        "end_char": np.array([c.end for c in chunks], dtype=np.int64),
+        "page_start": np.array(
+            [c.page_start if c.page_start is not None else -1 for c in chunks], dtype=np.int32
+        ),
+        "page_end": np.array(
+            [c.page_end if c.page_end is not None else -1 for c in chunks], dtype=np.int32
+        ),
+        "heading_path": np.array([json.dumps(list(c.heading_path)) for c in chunks], dtype=object),
+        "token_count": np.array([c.token_count for c in chunks], dtype=np.int32),
+        "embedding": np.array(
+            [np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors], dtype=object
+        ),
+    }
+    cur.execute(
+        """INSERT INTO chunks(id, document_id, ordinal, text, context, start_char, end_char, page_start,
+               page_end, heading_path, token_count, embedding)
+           SELECT id, ?, ordinal, text, context, start_char, end_char, nullif(page_start, -1),
+               nullif(page_end, -1), heading_path, token_count, embedding::BLOB FROM new_chunks""",
+        [doc_id],
+    )
+    return ids.astype(np.uint64)

@@ -1,0 +1,117 @@
+"""Asking the configured model server what it has, for the badge and the settings.
+
+Runs on the backend's probe pool (network waits of up to seconds must never hold up the
+window or closing it); every outcome, a malformed address included, becomes an
+``LLMStatus`` the UI can show with a fix.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from core.config import Settings
+from core.errors import LecternError
+from desktop.workers import describe_error
+
+
+@dataclass(frozen=True)
+class LLMStatus:
+    """What the configured model server said when last asked."""
+
+    state: str  # checking | ready | unreachable | no_models | model_missing | invalid | error
+    kind: str = "ollama"
+    url: str = ""
+    model: str = ""
+    models: tuple[str, ...] = ()
+    message: str = ""
+    hint: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    @property
+    def server_name(self) -> str:
+        return "Ollama" if self.kind == "ollama" else "the model server"
+
+
+def model_matches(wanted: str, installed: str) -> bool:
+    """``llama3.2`` and ``llama3.2:latest`` name the same Ollama model."""
+
+    def full(name: str) -> str:
+        return name if ":" in name else f"{name}:latest"
+
+    return full(wanted.strip()) == full(installed.strip())
+
+
+def llm_address(settings: Settings) -> str:
+    """The server address as configured (never raises, unlike resolving it)."""
+    if settings.llm_url:
+        return settings.llm_url
+    if settings.llm_kind != "ollama":
+        return ""
+    try:
+        return settings.resolved_llm_url
+    except LecternError:  # a malformed OLLAMA_HOST: shown as written
+        return os.environ.get("OLLAMA_HOST", "").strip()
+
+
+def address_problem(exc: LecternError) -> tuple[str, str]:
+    """Core's sentence naming the setting at fault, and how to fix it in the app."""
+    fix = "Open Settings (Ctrl+,) and enter an address like http://127.0.0.1:11434."
+    hint = exc.hint if exc.hint != type(exc).default_hint else ""
+    if "Settings" not in hint:
+        hint = f"{hint} {fix}".strip()
+    return exc.message, hint
+
+
+def probe_llm(settings: Settings) -> LLMStatus:
+    """Ask the configured server what it has (runs in the background)."""
+    from core.errors import ConfigError, LLMUnavailableError
+    from core.generation.llm import make_client
+
+    kind = settings.llm_kind
+    url = llm_address(settings)
+    try:
+        client = make_client(settings, connect_timeout=3.0, request_timeout=8.0)
+    except ConfigError as exc:
+        message, hint = address_problem(exc)
+        return LLMStatus("invalid", kind, url, settings.llm_model, message=message, hint=hint)
+    except LecternError as exc:
+        return LLMStatus("error", kind, url, settings.llm_model, message=exc.message, hint=exc.hint)
+    except Exception as exc:  # whatever building the client raised, say it
+        message, hint = describe_error(exc)
+        return LLMStatus("error", kind, url, settings.llm_model, message=message, hint=hint)
+    try:
+        url = client.url
+        models = tuple(m.name for m in client.list_models())
+    except LLMUnavailableError as exc:
+        return LLMStatus(
+            "unreachable", kind, url, settings.llm_model, message=exc.message, hint=exc.hint
+        )
+    except LecternError as exc:
+        return LLMStatus("error", kind, url, settings.llm_model, message=exc.message, hint=exc.hint)
+    except Exception as exc:  # a strange reply must not break start-up
+        message, hint = describe_error(exc)
+        return LLMStatus("error", kind, url, settings.llm_model, message=message, hint=hint)
+    finally:
+        client.close()
+    if not models:
+        return LLMStatus(
+            "no_models",
+            kind,
+            url,
+            settings.llm_model,
+            message=f"{'Ollama' if kind == 'ollama' else 'The server'} is running but has no models yet.",
+        )
+    if not any(model_matches(settings.llm_model, m) for m in models):
+        return LLMStatus(
+            "model_missing",
+            kind,
+            url,
+            settings.llm_model,
+            models,
+            message=f"The model “{settings.llm_model}” is not installed on the server.",
+        )
+    return LLMStatus("ready", kind, url, settings.llm_model, models)

@@ -1,0 +1,348 @@
+"""The answer to one question as the conversation shows it: the streamed text, its
+sources and citations, warnings, and the actions a failed answer offers."""
+
+from __future__ import annotations
+
+from desktop.qt import (
+    QFrame,
+    QGuiApplication,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    Qt,
+    QTimer,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+    Signal,
+)
+from desktop.rich import (
+    answer_html,
+    esc,
+    shorten,
+    turn_markdown,
+)
+from desktop.theme import Palette, Theme, icon
+from desktop.viewmodels import (
+    EvidenceRequest,
+    TurnView,
+)
+from desktop.widgets import WrapLabel
+
+# Warnings that say the answer itself is incomplete or second-best, shown prominently;
+# the rest are advice about individual sentences.
+STRONG_WARNINGS = {
+    "incomplete",
+    "cancelled",
+    "truncated",
+    "llm_unavailable",
+    "llm_timeout",
+    "empty",
+    "not_saved",
+    "no_sources",
+    "empty_library",
+}
+
+
+# Warnings whose answer a second try may complete: they carry an "Ask again" button.
+ASK_AGAIN_WARNINGS = {"incomplete", "llm_timeout", "llm_unavailable"}
+
+
+class TurnWidget(QFrame):
+    evidence_requested = Signal(object)  # EvidenceRequest
+    action_requested = Signal(str, object)  # name, argument (pull / settings / retry)
+
+    def __init__(self, turn: TurnView, theme: Theme, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("turn")
+        self.turn = turn
+        self.theme = theme
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(8)
+
+        qrow = QHBoxLayout()
+        qrow.addStretch(1)
+        self.question = WrapLabel(objectName="questionBubble")
+        self.question.setWordWrap(True)
+        self.question.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.question.setMaximumWidth(640)
+        qrow.addWidget(self.question)
+        layout.addLayout(qrow)
+
+        card = QFrame(objectName="answerCard")
+        self.card = card
+        body = QVBoxLayout(card)
+        body.setContentsMargins(18, 14, 18, 14)
+        body.setSpacing(10)
+        head = QHBoxLayout()
+        head.setSpacing(8)
+        self.badge_icon = QLabel()
+        self.badge = QLabel(objectName="answerBadge")
+        head.addWidget(self.badge_icon)
+        head.addWidget(self.badge)
+        head.addStretch(1)
+        self.copy_button = QToolButton(objectName="iconButton")
+        self.copy_button.setToolTip("Copy the answer and its sources as Markdown")
+        self.copy_button.setAccessibleName("Copy answer as Markdown")
+        self.copy_button.setText("Copy")
+        self.copy_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.copy_button.clicked.connect(self.copy_markdown)
+        # A child timer dies with the widget, so a late tick never touches a deleted button.
+        self._copied_timer = QTimer(self)
+        self._copied_timer.setSingleShot(True)
+        self._copied_timer.timeout.connect(lambda: self.copy_button.setText("Copy"))
+        head.addWidget(self.copy_button)
+        body.addLayout(head)
+
+        self.answer = WrapLabel(objectName="answerText")
+        self.answer.setWordWrap(True)
+        self.answer.setTextFormat(Qt.TextFormat.RichText)
+        self.answer.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse
+            | Qt.TextInteractionFlag.LinksAccessibleByMouse
+            | Qt.TextInteractionFlag.LinksAccessibleByKeyboard
+        )
+        self.answer.linkActivated.connect(self._link)
+        self._badge_streaming = False
+        self.answer.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        body.addWidget(self.answer)
+
+        self.notes = QVBoxLayout()
+        self.notes.setSpacing(6)
+        body.addLayout(self.notes)
+
+        self.error_box = QFrame(objectName="errorBox")
+        ebox = QVBoxLayout(self.error_box)
+        ebox.setContentsMargins(12, 10, 12, 10)
+        ebox.setSpacing(8)
+        self.error_text = WrapLabel(objectName="errorText")
+        self.error_text.setWordWrap(True)
+        self.error_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        ebox.addWidget(self.error_text)
+        self.error_actions = QHBoxLayout()
+        self.error_actions.setSpacing(8)
+        ebox.addLayout(self.error_actions)
+        self.error_box.hide()
+        body.addWidget(self.error_box)
+
+        self.sources_title = QLabel("Sources", objectName="sectionCaption")
+        body.addWidget(self.sources_title)
+        self.sources = WrapLabel(objectName="sourcesList")
+        self.sources.setWordWrap(True)
+        self.sources.setTextFormat(Qt.TextFormat.RichText)
+        self.sources.setTextInteractionFlags(
+            Qt.TextInteractionFlag.LinksAccessibleByMouse
+            | Qt.TextInteractionFlag.LinksAccessibleByKeyboard
+        )
+        self.sources.linkActivated.connect(self._link)
+        body.addWidget(self.sources)
+        layout.addWidget(card)
+        self.refresh()
+
+    # rendering --------------------------------------------------------------------------
+
+    def refresh_answer(self) -> None:
+        """Only the streaming text: notes, sources and buttons do not change per token."""
+        turn = self.turn
+        palette = self.theme.palette
+        if not self._badge_streaming:
+            self._badge(palette)
+            self._badge_streaming = True
+        known = {s.n for s in turn.sources} or None
+        self.answer.setText(answer_html(turn.answer, palette, known, cursor=turn.streaming))
+        self.answer.show()
+
+    def refresh(self) -> None:
+        turn = self.turn
+        palette = self.theme.palette
+        self._badge_streaming = False
+        self.question.setText(esc(turn.question).replace("\n", "<br>"))
+        # A word-wrapped label asks for a narrow width; give short questions one line.
+        self.question.ensurePolished()
+        longest = max(
+            (
+                self.question.fontMetrics().horizontalAdvance(line)
+                for line in turn.question.splitlines() or [""]
+            ),
+            default=0,
+        )
+        self.question.setMinimumWidth(min(longest + 34, 560))
+        self._badge(palette)
+        if turn.answer:
+            known = turn.cited_numbers if turn.mode else {s.n for s in turn.sources} or None
+            self.answer.setText(answer_html(turn.answer, palette, known, cursor=turn.streaming))
+            self.answer.show()
+        elif turn.streaming:
+            waiting = "Searching your documents…" if not turn.sources else "Reading the sources…"
+            self.answer.setText(f'<span style="color:{palette.muted};">{waiting}</span>')
+            self.answer.show()
+        else:
+            self.answer.hide()
+        self._notes(palette)
+        self._error(palette)
+        self._sources(palette)
+        self.copy_button.setVisible(bool(turn.answer) and not turn.streaming)
+        self.copy_button.setIcon(icon("copy", palette.muted, 16))
+
+    def _badge(self, palette: Palette) -> None:
+        turn = self.turn
+        if turn.streaming:
+            name, text, color = "sparkle", "Writing the answer…", palette.accent
+            if not turn.answer:
+                text = "Looking through your documents…"
+        elif turn.error is not None and not turn.answer:
+            name, text, color = "error", "No answer", palette.error_text
+        elif turn.mode == "generated":
+            name, text, color = (
+                "sparkle",
+                f"Answer{' · ' + turn.model if turn.model else ''}",
+                palette.accent,
+            )
+        elif turn.mode == "extractive":
+            name, text, color = (
+                "book",
+                "Extracted from your documents · no language model",
+                palette.muted,
+            )
+        elif turn.mode == "declined":
+            name, text, color = "info", "Not found in your documents", palette.muted
+        else:
+            name, text, color = "sparkle", "Answer", palette.accent
+        self.badge_icon.setPixmap(icon(name, color, 16).pixmap(16, 16))
+        self.badge.setText(text)
+        self.badge.setStyleSheet(f"color: {color};")
+
+    def _notes(self, palette: Palette) -> None:
+        while self.notes.count():
+            item = self.notes.takeAt(0)
+            if item.widget():
+                # Hidden at once: deleteLater leaves it a live child until the event loop runs.
+                item.widget().hide()
+                item.widget().deleteLater()
+        for kind, message in self.turn.warnings:
+            strong = kind in STRONG_WARNINGS
+            row = QFrame(objectName="warningNote" if strong else "adviceNote")
+            lay = QHBoxLayout(row)
+            lay.setContentsMargins(10, 6, 10, 6)
+            lay.setSpacing(8)
+            mark = QLabel()
+            mark.setPixmap(
+                icon(
+                    "warning" if strong else "info",
+                    palette.warning_text if strong else palette.muted,
+                    16,
+                ).pixmap(16, 16)
+            )
+            mark.setAlignment(Qt.AlignmentFlag.AlignTop)
+            text = WrapLabel(esc(message))
+            text.setObjectName("warningText" if strong else "adviceText")
+            text.setWordWrap(True)
+            text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            text.setProperty("warningKind", kind)
+            lay.addWidget(mark)
+            lay.addWidget(text, 1)
+            if kind in ASK_AGAIN_WARNINGS and not self.turn.streaming:
+                # The answer was cut short: the next step is one click, not a sentence.
+                button = QPushButton("Ask again", objectName="secondaryButton")
+                button.clicked.connect(
+                    lambda: self.action_requested.emit("retry", self.turn.question)
+                )
+                lay.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
+            self.notes.addWidget(row)
+
+    def _error(self, palette: Palette) -> None:
+        error = self.turn.error
+        while self.error_actions.count():
+            item = self.error_actions.takeAt(0)
+            if item.widget():
+                item.widget().deleteLater()
+        if error is None:
+            self.error_box.hide()
+            return
+        hint = f"<br>{esc(error.hint)}" if error.hint else ""
+        self.error_text.setText(f"<b>{esc(error.message)}</b>{hint}")
+        if error.kind == "ModelNotFoundError" and error.model:
+            self._action(f"Download {error.model}", "pull", error.model, primary=True)
+            self._action("Choose another model…", "settings", None)
+        elif error.kind in ("ContextTooSmallError", "ConfigError"):
+            self._action("Open settings…", "settings", None, primary=True)
+        else:
+            self._action("Try again", "retry", self.turn.question, primary=True)
+            self._action("Settings…", "settings", None)
+        self.error_actions.addStretch(1)
+        self.error_box.show()
+
+    def _action(self, text: str, name: str, arg: object, primary: bool = False) -> None:
+        button = QPushButton(text, objectName="primaryButton" if primary else "secondaryButton")
+        button.clicked.connect(lambda: self.action_requested.emit(name, arg))
+        self.error_actions.addWidget(button)
+
+    def _sources(self, palette: Palette) -> None:
+        turn = self.turn
+        if not turn.sources:
+            self.sources_title.hide()
+            self.sources.hide()
+            return
+        cited = turn.cited_numbers
+        final = bool(turn.mode)
+        rows = []
+        for source in turn.sources:
+            is_cited = source.n in cited or not final
+            color = palette.text if is_cited else palette.faint
+            chip_bg = palette.accent_soft if is_cited else palette.surface_alt
+            chip_fg = palette.accent if is_cited else palette.faint
+            extra = "" if is_cited else f' <span style="color:{palette.faint};">· not cited</span>'
+            if source.removed:
+                extra = f' <span style="color:{palette.faint};">· removed from the library</span>'
+            # The section says more than a title repeated on every row of one document;
+            # the file name after it still tells which document it is.
+            title = shorten(source.section or source.display_name, 64)
+            # Keep "file · p. 3" together: a page number alone on a line reads as noise.
+            where = esc(source.where).replace(" ", "&nbsp;").replace("-", "\u2011")
+            rows.append(
+                f'<a href="src:{source.n}" style="text-decoration:none; color:{color};">'
+                f'<span style="background-color:{chip_bg}; color:{chip_fg}; font-weight:600;">'
+                f"&#8202;{source.n}&#8202;</span>&nbsp; {esc(title)}"
+                f' <span style="color:{palette.faint};">—&nbsp;{where}</span></a>{extra}'
+            )
+        self.sources.setText("<br>".join(rows))
+        self.sources_title.show()
+        self.sources.show()
+
+    # interaction ------------------------------------------------------------------------
+
+    def _link(self, href: str) -> None:
+        kind, _, rest = href.partition(":")
+        if kind == "cite":
+            n_text, _, occ = rest.partition(":")
+            self.open_citation(int(n_text), int(occ or 0))
+        elif kind == "src":
+            n = int(rest)
+            citation = self.turn.citation_for(n)
+            if citation is not None:
+                self.open_citation(n, 0)
+            else:
+                source = self.turn.source(n)
+                if source is not None:
+                    self.evidence_requested.emit(EvidenceRequest.for_source(source, f"[{n}]"))
+
+    def open_citation(self, n: int, occurrence: int = 0) -> EvidenceRequest | None:
+        citation = self.turn.citation_for(n, occurrence)
+        request: EvidenceRequest | None
+        if citation is not None:
+            request = EvidenceRequest.for_citation(citation)
+        else:
+            source = self.turn.source(n)
+            request = EvidenceRequest.for_source(source, f"[{n}]") if source else None
+        if request is not None:
+            self.evidence_requested.emit(request)
+        return request
+
+    def copy_markdown(self) -> str:
+        text = turn_markdown(self.turn)
+        QGuiApplication.clipboard().setText(text)
+        self.copy_button.setText("Copied")
+        self._copied_timer.start(1500)
+        return text

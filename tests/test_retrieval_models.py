@@ -1,0 +1,62 @@
+"""The multilingual embedding option: it finds what MiniLM cannot, and a library built
+with one model is never mixed with another (real models, real files, real DuckDB)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.config import Settings
+from core.embedding import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID, load_embedder
+from core.errors import ModelLoadError
+from core.library import Library
+
+RUSSIAN = {
+    "baikal.md": "# Байкал\n\nБайкал — самое глубокое озеро на планете, глубже 1600 метров.\n",
+    "hedgehog.md": "# Ежи\n\nЕжи зимой впадают в спячку и живут за счёт осеннего жира.\n",
+    "laptop.md": "# Ноутбук\n\nЕсли ноутбук не включается, проверьте зарядное устройство.\n",
+}
+
+
+def _folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name, text in RUSSIAN.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_multilingual_model_finds_a_paraphrased_russian_question(
+    tmp_path: Path, lectern_home: Path
+) -> None:
+    folder = _folder(tmp_path)
+    settings = Settings(home=lectern_home, embedding_model=MULTILINGUAL_MODEL_ID)
+    with Library(settings) as library:
+        library.index([folder])
+        hits = library.search("Что делают колючие зверьки в холодное время года?", mode="dense")
+        assert Path(hits[0].path).name == "hedgehog.md"
+        assert library.status()["embedding_model"] == MULTILINGUAL_MODEL_ID
+
+
+def test_changing_the_model_reembeds_everything_never_mixing(
+    tmp_path: Path, lectern_home: Path
+) -> None:
+    folder = _folder(tmp_path)
+    with Library(Settings(home=lectern_home, embedding_model=MULTILINGUAL_MODEL_ID)) as library:
+        first = library.index([folder])
+        assert first.chunks_embedded == 3
+    with Library(Settings(home=lectern_home)) as library:
+        assert library.status()["embedding_model"] == DEFAULT_MODEL_ID
+        # Every chunk embedded again with the new model: none of the old vectors is reused.
+        second = library.index()
+        assert second.chunks_embedded == 3
+        assert library.status()["chunks"] == 3
+        hits = library.search("Байкал", mode="dense", k=3)
+        assert sorted(Path(h.path).name for h in hits) == sorted(RUSSIAN)
+
+
+def test_an_unknown_model_is_refused_with_the_choices() -> None:
+    with pytest.raises(ModelLoadError) as caught:
+        load_embedder("some/other-model")
+    assert MULTILINGUAL_MODEL_ID in (caught.value.hint or "")
