@@ -479,19 +479,9 @@ class Indexer:
         )
         if donor is not None:
             return PreparedFile(info, digest, doc_type, reuse_from=donor)
-        try:
-            parsed = self.parser.parse(Path(info.path))
-        except ScannedError as exc:
-            if self.parser.ocr_enabled:
-                return PreparedFile(info, digest, doc_type, state=DocState.PENDING)
-            return PreparedFile(info, digest, doc_type, state=DocState.FAILED, reason=exc.reason)
-        except ParseError as exc:
-            return PreparedFile(info, digest, doc_type, state=DocState.FAILED, reason=exc.reason)
-        except Exception as exc:  # a parser bug must cost one file, not the run
-            log.exception("parser failed on %s", info.path)
-            return PreparedFile(
-                info, digest, doc_type, state=DocState.FAILED, reason=f"could not be read: {exc}"
-            )
+        parsed = self._read(info, digest, doc_type, self.parser.parse)
+        if isinstance(parsed, PreparedFile):
+            return parsed
         if parsed.needs_ocr and self.parser.ocr_enabled:
             return PreparedFile(info, digest, doc_type, state=DocState.PENDING)
         return self._chunked(info, digest, doc_type, parsed)
@@ -530,16 +520,32 @@ class Indexer:
     def _prepare_scanned(self, waiting: PreparedFile) -> PreparedFile:
         """The second pass: a PDF with scanned pages, read again with OCR."""
         info, digest, doc_type = waiting.info, waiting.content_hash, waiting.doc_type
-        try:
-            parsed = self.parser.parse_scanned(Path(info.path))
-        except ParseError as exc:
-            return PreparedFile(info, digest, doc_type, state=DocState.FAILED, reason=exc.reason)
-        except Exception as exc:  # an OCR bug must cost one file, not the run
-            log.exception("OCR failed on %s", info.path)
-            return PreparedFile(
-                info, digest, doc_type, state=DocState.FAILED, reason=f"could not be read: {exc}"
-            )
+        parsed = self._read(info, digest, doc_type, self.parser.parse_scanned)
+        if isinstance(parsed, PreparedFile):
+            return parsed
         return self._chunked(info, digest, doc_type, parsed)
+
+    def _read(
+        self,
+        info: FileInfo,
+        digest: str,
+        doc_type: str | None,
+        read: Callable[[Path], ParsedDocument],
+    ) -> ParsedDocument | PreparedFile:
+        """``read(path)``, or the file as failed with the reason a person is shown (or as
+        waiting for OCR: a scan found by the fast pass while OCR is on)."""
+        try:
+            return read(Path(info.path))
+        except ScannedError as exc:
+            if self.parser.ocr_enabled:
+                return PreparedFile(info, digest, doc_type, state=DocState.PENDING)
+            reason = exc.reason
+        except ParseError as exc:
+            reason = exc.reason
+        except Exception as exc:  # a parser or OCR bug must cost one file, not the run
+            log.exception("reading failed on %s", info.path)
+            reason = f"could not be read: {exc}"
+        return PreparedFile(info, digest, doc_type, state=DocState.FAILED, reason=reason)
 
     def _embed_batch(self, batch: Sequence[PreparedFile]) -> dict[str, tuple[np.ndarray, int]]:
         """Vectors per file, and how many of them the model had to compute.

@@ -295,7 +295,7 @@ class _Question:
 
     @property
     def cancelled(self) -> bool:
-        return _cancelled(self.cancel)
+        return self.cancel is not None and self.cancel.is_set()
 
     def finish(
         self,
@@ -640,7 +640,3 @@ def _stream_warnings(
         run.warnings.append(
             _warning("incomplete", "The answer reached the length limit and was cut off.")
         )
-
-
-def _cancelled(cancel: threading.Event | None) -> bool:
-    return cancel is not None and cancel.is_set()

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from platformdirs import user_cache_dir
+
 # Shared libraries Qt's xcb platform plugin needs, and the Debian/Ubuntu package of each.
 DEBIAN_PACKAGES = {
     "libxcb-icccm.so.4": "libxcb-icccm4",
@@ -91,23 +93,39 @@ def _qt_root() -> Path | None:
 
 
 def missing_qt_libraries() -> list[str]:
-    """System libraries the xcb plugin needs but cannot find (Linux with ldd only)."""
+    """System libraries the xcb plugin needs but cannot find (Linux with ldd only).
+
+    ``ldd`` lists the whole dependency tree (libQt6XcbQpa's included) and takes about a
+    tenth of a second, so a tree found complete is remembered, keyed by the plugin file:
+    later starts only look at the marker."""
     root = _qt_root()
     ldd = shutil.which("ldd")
     if not sys.platform.startswith("linux") or root is None or ldd is None:
         return []
-    targets = [root / "plugins" / "platforms" / "libqxcb.so", root / "lib" / "libQt6XcbQpa.so.6"]
-    missing: list[str] = []
-    for target in targets:
-        if not target.exists():
-            continue
+    plugin = root / "plugins" / "platforms" / "libqxcb.so"
+    try:
+        stamp = f"{plugin} {plugin.stat().st_mtime_ns}"
+    except OSError:
+        return []
+    marker = Path(user_cache_dir("lectern", appauthor=False)) / "qt-libraries-found"
+    try:
+        if marker.read_text(encoding="utf-8") == stamp:
+            return []
+    except OSError:
+        pass
+    try:
+        result = subprocess.run(
+            [ldd, str(plugin)], capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    missing = missing_from_ldd(result.stdout)
+    if not missing:
         try:
-            result = subprocess.run(
-                [ldd, str(target)], capture_output=True, text=True, timeout=20, check=False
-            )
-        except (OSError, subprocess.SubprocessError):
-            continue
-        missing += [m for m in missing_from_ldd(result.stdout) if m not in missing]
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(stamp, encoding="utf-8")
+        except OSError:
+            pass  # checked again next time
     return missing
 
 

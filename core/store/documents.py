@@ -327,7 +327,7 @@ class DocumentStore:
                 )
                 # The words OCR read, with their boxes: in this transaction, so a
                 # document never lacks the boxes its citations are drawn from.
-                ocr_words.replace_words(cur, doc_id, parsed.words)
+                ocr_words.insert_words(cur, doc_id, parsed.words)
                 if prepared.state is DocState.INDEXED and vectors is not None:
                     new_keys = _insert_chunks(cur, doc_id, prepared.chunks, vectors)
                     chunk_count = len(new_keys)

@@ -17,10 +17,10 @@ from core.records import WordBox
 _SCANNED_REASON = "no text layer (scanned?)"
 
 
-def replace_words(
+def insert_words(
     cur: duckdb.DuckDBPyConnection, document_id: int, words: Sequence[WordBox]
 ) -> None:
-    cur.execute("DELETE FROM ocr_words WHERE document_id = ?", [document_id])
+    """Add the words of a document whose old ones the caller has already removed."""
     if not words:
         return
     # Columns as numpy arrays: DuckDB scans them in bulk (a scanned book has 100k words).
@@ -42,7 +42,6 @@ def replace_words(
 
 def copy_words(cur: duckdb.DuckDBPyConnection, document_id: int, donor_id: int) -> None:
     """A moved or copied file takes its donor's words, as it takes its chunks."""
-    cur.execute("DELETE FROM ocr_words WHERE document_id = ?", [document_id])
     cur.execute(
         """INSERT INTO ocr_words SELECT ?, page, start_char, end_char, x0, y0, x1, y1
            FROM ocr_words WHERE document_id = ?""",
