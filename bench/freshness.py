@@ -2,13 +2,11 @@
 saving a file to its text being returned by search, from deleting a file to its chunks
 no longer being returned, and how fast a 1,000-file bulk copy is taken in.
 
-Building a 100k-chunk index through the model takes hours on 2 CPU cores (~13 chunks/s),
-and the index is only the backdrop here. So the base index is written directly through
-the store layer: real Markdown files on disk (sections of real SciFact sentences), one
-chunk per section with its real offsets, and embeddings computed once by the real model
-for ``--distinct`` section texts and reused across the files (a section's vector is that
-of its text without the heading prefix). The fts base index and the vector index are then
-built the normal way. Everything measured afterwards is the live path: real watchdog
+The index is only the backdrop here, so the base library is written directly through the
+store layer by ``bench/synthetic_library.py``: real Markdown files on disk (sections of
+real SciFact sentences), one chunk per section with its real offsets, and embeddings
+computed once by the real model for ``--distinct`` section texts and reused across the
+files. The fts base index and the vector index are then built the normal way. Everything measured afterwards is the live path: real watchdog
 events, the real watcher, parser, model and search.
 
     .venv/bin/python bench/freshness.py            # 100k chunks
@@ -20,7 +18,6 @@ The last line of output is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -32,208 +29,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.synthetic_library import WORDS, build_base, log, percentile
 from core.config import Settings
 from core.embedding import load_embedder
 from core.library import Library
-from core.text import split_sentences
 from core.watch import FolderWatcher
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-SECTIONS_PER_FILE = 50
-WORDS = [
-    "river",
-    "delta",
-    "sediment",
-    "nitrogen",
-    "cohort",
-    "enzyme",
-    "protein",
-    "lattice",
-    "glacier",
-    "pollen",
-    "signal",
-    "receptor",
-    "isotope",
-    "plasma",
-    "membrane",
-    "cortex",
-    "tundra",
-    "aquifer",
-    "catalyst",
-    "genome",
-]
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def real_sentences(rng: random.Random, limit: int = 40_000) -> list[str]:
-    path = SHARED / "scifact" / "corpus.jsonl"
-    sentences: list[str] = []
-    if path.exists():
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                text = json.loads(line)["text"]
-                sentences.extend(text[s:e] for s, e in split_sentences(text) if 40 < e - s < 300)
-                if len(sentences) >= limit:
-                    break
-    if not sentences:  # no evaluation data here: plain synthetic sentences
-        for i in range(5_000):
-            words = " ".join(rng.choice(WORDS) for _ in range(14))
-            sentences.append(f"Study {i} reports that {words}.")
-    return sentences
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(np.ceil(q * len(ordered))) - 1))]
-
-
-def build_base(
-    library: Library, corpus: Path, chunks: int, distinct: int, rng: random.Random
-) -> dict[str, float]:
-    """Write the files and insert their documents, text and chunks in bulk."""
-    sentences = real_sentences(rng)
-    embedder = library.embedder
-    pool: list[str] = []
-    pool_tokens: list[int] = []
-    while len(pool) < distinct:
-        text = " ".join(rng.sample(sentences, 3))
-        count = embedder.count_tokens(text)
-        if count <= 180:  # with its heading prefix, well inside the model's 256
-            pool.append(text)
-            pool_tokens.append(count)
-    t0 = time.monotonic()
-    vectors = np.zeros((distinct, embedder.dim), dtype=np.float32)
-    for i in range(0, distinct, 64):
-        vectors[i : i + 64] = embedder.embed(pool[i : i + 64])
-        if i % 640 == 0:
-            log(f"  embedded {i + len(pool[i : i + 64])}/{distinct} distinct texts")
-    embed_s = time.monotonic() - t0
-
-    t0 = time.monotonic()
-    files = max(1, -(-chunks // SECTIONS_PER_FILE))
-    cur = library.db.cursor()
-    doc_ids = [
-        r[0]
-        for r in cur.execute("SELECT nextval('document_ids') FROM range(?)", [files]).fetchall()
-    ]
-    chunk_ids = [
-        r[0]
-        for r in cur.execute(
-            "SELECT nextval('chunk_ids') FROM range(?)", [files * SECTIONS_PER_FILE]
-        ).fetchall()
-    ]
-    docs: dict[str, list] = {k: [] for k in ("id", "path", "size", "mtime", "hash", "title")}
-    texts: list[str] = []
-    rows: dict[str, list] = {
-        k: []
-        for k in ("id", "document_id", "ordinal", "text", "context", "start", "end", "heading")
-    }
-    embeddings: list[bytes] = []
-    tokens: list[int] = []
-    folder = str(corpus)
-    for f in range(files):
-        title = f"Research notes {f}"
-        parts = [f"# {title}\n"]
-        offset = len(parts[0]) + 1
-        sections = []
-        for s in range(SECTIONS_PER_FILE):
-            k = rng.randrange(distinct)
-            heading = f"## Finding {f}.{s}\n\n"
-            start = offset + len(heading)
-            sections.append((s, k, start, start + len(pool[k]), f"Finding {f}.{s}"))
-            parts.append(heading + pool[k] + "\n")
-            offset += len(heading) + len(pool[k]) + 1 + 1
-        text = "\n".join(parts)
-        path = corpus / f"notes-{f:05d}.md"
-        path.write_text(text, encoding="utf-8")
-        st = path.stat()
-        doc_id = doc_ids[f]
-        docs["id"].append(doc_id)
-        docs["path"].append(str(path))
-        docs["size"].append(st.st_size)
-        docs["mtime"].append(st.st_mtime)
-        docs["hash"].append(hashlib.sha256(text.encode("utf-8")).hexdigest())
-        docs["title"].append(title)
-        texts.append(text)
-        for s, k, start, end, heading in sections:
-            assert text[start:end] == pool[k]
-            rows["id"].append(chunk_ids[f * SECTIONS_PER_FILE + s])
-            rows["document_id"].append(doc_id)
-            rows["ordinal"].append(s)
-            rows["text"].append(pool[k])
-            rows["context"].append(library.chunker.context_for(title, (title, heading)))
-            rows["start"].append(start)
-            rows["end"].append(end)
-            rows["heading"].append(json.dumps([title, heading]))
-            embeddings.append(vectors[k].tobytes())
-            tokens.append(pool_tokens[k])
-    write_files_s = time.monotonic() - t0
-
-    t0 = time.monotonic()
-    # Bulk inserts from numpy columns (DuckDB scans them in place; per-row is ~1000x slower).
-    new_docs = {  # noqa: F841 - read by DuckDB's replacement scan
-        "id": np.array(docs["id"], dtype=np.int64),
-        "path": np.array(docs["path"], dtype=object),
-        "size": np.array(docs["size"], dtype=np.int64),
-        "mtime": np.array(docs["mtime"], dtype=np.float64),
-        "hash": np.array(docs["hash"], dtype=object),
-        "title": np.array(docs["title"], dtype=object),
-        "text": np.array(texts, dtype=object),
-    }
-    new_chunks = {  # noqa: F841 - read by DuckDB's replacement scan
-        "id": np.array(rows["id"], dtype=np.int64),
-        "document_id": np.array(rows["document_id"], dtype=np.int64),
-        "ordinal": np.array(rows["ordinal"], dtype=np.int32),
-        "text": np.array(rows["text"], dtype=object),
-        "context": np.array(rows["context"], dtype=object),
-        "start_char": np.array(rows["start"], dtype=np.int64),
-        "end_char": np.array(rows["end"], dtype=np.int64),
-        "heading_path": np.array(rows["heading"], dtype=object),
-        "token_count": np.array(tokens, dtype=np.int32),
-        "embedding": np.array(embeddings, dtype=object),
-    }
-    with library.db.transaction() as tx:
-        tx.execute(
-            """INSERT INTO documents(id, path, folder, size, mtime, content_hash, type, title, pages,
-                   state, reason, chunks, index_config, indexed_at)
-               SELECT id, path, ?, size, mtime, hash, 'md', title, 0, 'indexed', '', ?, ?,
-                   current_timestamp FROM new_docs""",
-            [folder, SECTIONS_PER_FILE, library.index_config],
-        )
-        tx.execute("INSERT INTO document_text SELECT id, text, '[]' FROM new_docs")
-        tx.execute(
-            """INSERT INTO chunks(id, document_id, ordinal, text, context, start_char, end_char,
-                   page_start, page_end, heading_path, token_count, embedding)
-               SELECT id, document_id, ordinal, text, context, start_char, end_char, NULL, NULL,
-                   heading_path, token_count, embedding::BLOB FROM new_chunks"""
-        )
-        version = int(library.db.get_meta("content_version", "0") or 0) + 1
-        library.db.set_meta("content_version", str(version), tx)
-    library.db.checkpoint()
-    insert_s = time.monotonic() - t0
-
-    t0 = time.monotonic()
-    library.keyword.refresh(force_merge=True)
-    fts_s = time.monotonic() - t0
-    t0 = time.monotonic()
-    library.vectors.reconcile()  # every chunk is missing from the empty file: a full build
-    vectors_s = time.monotonic() - t0
-    return {
-        "files": files,
-        "distinct_embeddings": distinct,
-        "embed_distinct_s": round(embed_s, 1),
-        "write_files_s": round(write_files_s, 1),
-        "insert_s": round(insert_s, 1),
-        "fts_base_build_s": round(fts_s, 1),
-        "vector_index_build_s": round(vectors_s, 1),
-    }
 
 
 def wait_for(predicate, timeout: float = 300.0, poll: float = 0.0) -> float:

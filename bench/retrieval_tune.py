@@ -11,6 +11,7 @@ and reports it on every other cache with the single modes and RRF measured in th
       --home /tmp/scifact/home --cache /tmp/scifact-train.pkl
   .venv/bin/python bench/retrieval_tune.py tune --train /tmp/scifact-train.pkl \\
       --check /tmp/scifact-test.pkl --check /tmp/squad-test.pkl
+  .venv/bin/python bench/retrieval_tune.py partial --cache /tmp/scifact-test.pkl ...
 
 The library at --home must already hold the corpus (``lectern eval`` builds it, under
 <data folder>/eval/). The last line printed is one JSON object.
@@ -22,6 +23,7 @@ import argparse
 import itertools
 import json
 import pickle
+import random
 import sys
 import time
 from dataclasses import replace
@@ -162,6 +164,43 @@ def tune(args: argparse.Namespace) -> dict[str, object]:
     return report
 
 
+def partial(args: argparse.Namespace) -> dict[str, object]:
+    """Hybrid over a partly embedded library (indexing is keyword first, meaning next):
+    a seeded share of the documents has no vectors yet, so dense cannot return them.
+    Compares fusion that ranks those by keyword alone (production) with fusion that
+    treats them as not found by dense, and with BM25 alone. No constant is chosen here."""
+    report: dict[str, object] = {}
+    params = FusionParams()
+    for path in args.cache:
+        with open(path, "rb") as handle:
+            cache = pickle.load(handle)
+        lists = doc_lists(cache, params.depth)
+        documents = sorted(set(cache["document_of"].values()))
+        rows: dict[str, dict[str, float]] = {}
+        for share in (0.0, 0.25, 0.5, 0.75, 1.0):
+            rng = random.Random(5)
+            waiting = set(rng.sample(documents, round((1.0 - share) * len(documents))))
+            fallback, floor, dense_only = {}, {}, {}
+            for q, (b, v) in lists.items():
+                seen = [x for x in v if x[0] not in waiting]
+                fallback[q] = [d for d, _ in fuse(b, seen, params, waiting)]
+                floor[q] = [d for d, _ in fuse(b, seen, params)]
+                dense_only[q] = [d for d, _ in seen]
+            rows[f"embedded_{share:.2f}"] = {
+                "hybrid_keyword_fallback": round(ndcg(cache, fallback), 4),
+                "hybrid_no_fallback": round(ndcg(cache, floor), 4),
+                "bm25": round(
+                    ndcg(cache, {q: [d for d, _ in b] for q, (b, _) in lists.items()}), 4
+                ),
+                "dense": round(ndcg(cache, dense_only), 4),
+            }
+            print(
+                f"{cache['dataset']}/{cache['split']} {share:.2f} embedded: {rows[f'embedded_{share:.2f}']}"
+            )
+        report[f"{cache['dataset']}/{cache['split']}"] = rows
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -173,8 +212,10 @@ def main() -> None:
     t = sub.add_parser("tune")
     t.add_argument("--train", required=True)
     t.add_argument("--check", action="append")
+    pa = sub.add_parser("partial")
+    pa.add_argument("--cache", action="append", required=True)
     args = parser.parse_args()
-    result = dump(args) if args.command == "dump" else tune(args)
+    result = {"dump": dump, "tune": tune, "partial": partial}[args.command](args)
     print(json.dumps(result))
 
 

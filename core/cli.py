@@ -18,7 +18,7 @@ from typing import Any
 
 from core import __version__
 from core.cli_args import positive_int
-from core.cli_common import ProgressBar, open_library
+from core.cli_common import ProgressBar, open_library, open_reader
 from core.errors import LecternError
 from core.offline import force_offline
 
@@ -35,8 +35,10 @@ EXIT_INTERRUPTED = 130
 
 def cmd_index(args: argparse.Namespace) -> int:
     from core.indexer import Controls
+    from core.ipc import serve
 
     library = open_library()
+    server = serve(library)  # `lectern search` and `status` meanwhile ask this process
     bar = ProgressBar()
     controls = Controls()
     try:
@@ -45,6 +47,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         )
     except KeyboardInterrupt:
         bar.close()
+        server.close()
         library.close()
         print(
             "Interrupted. Finished files are saved; run `lectern index` again to continue.",
@@ -53,6 +56,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 130
     bar.close()
     status = library.status()
+    server.close()
     library.close()
     summary = {
         "added": report.added,
@@ -82,7 +86,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    library = open_library()
+    library = open_reader()
     status = library.status()
     library.close()
     if args.json:
@@ -90,6 +94,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(status_lines(status)))
     return 0
+
+
+def searchable_line(chunks: int, searchable: Mapping[str, Any]) -> str:
+    """How much is searchable each way: passages are searchable by keyword as soon as
+    they are written and by meaning once the model has embedded them."""
+    by_keyword, by_meaning = int(searchable.get("keyword", 0)), int(searchable.get("meaning", 0))
+    if by_keyword == chunks and by_meaning == chunks:
+        return f"Searchable: all {chunks} passages, by keyword and by meaning"
+    waiting = chunks - by_meaning
+    return (
+        f"Searchable: {by_keyword} of {chunks} passages by keyword, {by_meaning} by meaning "
+        f"({waiting} waiting for the model: they are found by keyword meanwhile)"
+    )
 
 
 def status_lines(status: Mapping[str, Any]) -> list[str]:
@@ -119,6 +136,9 @@ def status_lines(status: Mapping[str, Any]) -> list[str]:
         f"Total: {sum(counts.get(k, 0) for k in counts)} files: {tally(counts)}; "
         f"{status.get('chunks', 0)} chunks"
     )
+    searchable = status.get("searchable") or {}
+    if searchable:
+        lines.append(searchable_line(int(status.get("chunks", 0)), searchable))
     lines.append(f"Embedding model: {status.get('embedding_model', '')}")
     keyword = status.get("keyword_index")
     if keyword and keyword != "ready":
@@ -146,7 +166,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not any(ch.isalnum() for ch in args.query):
         print("Type some words to search for.", file=sys.stderr)
         return EXIT_ERROR
-    library = open_library()
+    library = open_reader()
     started = time.monotonic()
     hits = library.search(
         args.query, k=args.k, mode=args.mode, folders=args.folder, types=args.type

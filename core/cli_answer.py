@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from core.cli_args import positive_int
 from core.config import load_settings
@@ -25,6 +25,9 @@ from core.generation.citations import REFUSAL
 from core.generation.extractive import EXTRACTIVE_NOTE
 from core.generation.llm import ModelInfo, PullProgress, make_client
 from core.records import Citation
+
+if TYPE_CHECKING:
+    from core.ipc import RemoteLibrary
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -111,6 +114,8 @@ def answer_json(done: Any) -> dict[str, object]:
 def cmd_ask(
     args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
+    from core.cli_common import running_library
+    from core.errors import IndexBusyError
     from core.library import Library
     from core.qa import DoneEvent, ErrorEvent, SourcesEvent, TokenEvent, WarningEvent, ask
 
@@ -138,18 +143,31 @@ def cmd_ask(
                 message=f"{exc.message} These are sentences extracted from your documents "
                 f"instead of a written answer. {exc.hint}",
             )
-    library = Library(settings)
     try:
-        events = ask(
-            library,
-            args.question,
-            getattr(args, "conversation", None),
-            model=getattr(args, "model", None),
-            client=client,
-            cancel=cancel,
-            use_llm=use_llm,
-            k=getattr(args, "k", None),
-        )
+        library: Library | RemoteLibrary = Library(settings)
+    except IndexBusyError as busy:  # `lectern watch` or the app holds it: it answers
+        library = running_library(busy, settings.home)
+    try:
+        if isinstance(library, Library):
+            events = ask(
+                library,
+                args.question,
+                getattr(args, "conversation", None),
+                model=getattr(args, "model", None),
+                client=client,
+                cancel=cancel,
+                use_llm=use_llm,
+                k=getattr(args, "k", None),
+            )
+        else:
+            events = library.ask(
+                args.question,
+                getattr(args, "conversation", None),
+                settings=settings,
+                model=getattr(args, "model", None),
+                use_llm=use_llm,
+                k=getattr(args, "k", None),
+            )
         for event in events:
             if isinstance(event, SourcesEvent) and not as_json and not event.hits:
                 print("No indexed passage matches this question.", file=err)

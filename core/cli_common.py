@@ -10,6 +10,10 @@ from typing import TYPE_CHECKING, TextIO
 from core.records import IndexProgress
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from core.errors import IndexBusyError
+    from core.ipc import RemoteLibrary
     from core.library import Library
 
 
@@ -37,17 +41,18 @@ class ProgressBar:
 
     def __call__(self, p: IndexProgress) -> None:
         now = time.monotonic()
-        final = p.files_done >= p.files_total
+        final = p.finished
         if not self.enabled or (now - self._last < self.min_interval and not final):
             return
         self._last = now
         width = 28
-        frac = p.files_done / p.files_total if p.files_total else 1.0
+        frac = p.fraction
         bar = "█" * int(width * frac) + "░" * (width - int(width * frac))
-        chunk_rate = p.chunks_done / p.elapsed_s if p.elapsed_s > 0 else 0.0
+        chunk_rate = p.passages_embedded / p.elapsed_s if p.elapsed_s > 0 else 0.0
         line = (
-            f"\r{bar} {p.files_done}/{p.files_total} files  {p.chunks_done} chunks  "
-            f"{chunk_rate:.1f} chunks/s  ETA {_fmt_duration(p.eta_s)}"
+            f"\r{bar} {p.files_done}/{p.files_total} files  "
+            f"embedded {p.passages_embedded}/{p.passages_total}  "
+            f"{chunk_rate:.1f} passages/s  ETA {_fmt_duration(p.eta_s)}"
         )
         if p.failed:
             line += f"  {p.failed} failed"
@@ -72,3 +77,32 @@ def open_library() -> Library:
         if notice.kept_at:
             print(f"  (kept at {notice.kept_at})", file=sys.stderr)
     return library
+
+
+# Said on standard error, where the other notes about how a command ran go, so that
+# standard output (and its --json line) is the same as when the command runs alone.
+ANSWERED_REMOTELY = "(answered by the running Lectern)"
+
+
+def running_library(busy: IndexBusyError, home: Path) -> RemoteLibrary:
+    """The Lectern process that holds the library, for a command that only reads;
+    ``busy`` again when none answers (it stopped, or predates answering: core/ipc.py)."""
+    from core.ipc import connect
+
+    remote = connect(home)
+    if remote is None:
+        raise busy
+    print(ANSWERED_REMOTELY, file=sys.stderr)
+    return remote
+
+
+def open_reader() -> Library | RemoteLibrary:
+    """The library for ``search`` and ``status``: opened here, or, while ``lectern watch``,
+    ``lectern index`` or the app holds it, asked through that process."""
+    from core.config import data_dir
+    from core.errors import IndexBusyError
+
+    try:
+        return open_library()
+    except IndexBusyError as busy:
+        return running_library(busy, data_dir())

@@ -56,6 +56,7 @@ def _emit(
 
 def cmd_watch(args: argparse.Namespace) -> int:
     from core.cli_common import ProgressBar, open_library
+    from core.ipc import serve
     from core.watch import AppliedBatch, FolderWatcher
 
     library = open_library()
@@ -127,6 +128,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)  # a service stop ends cleanly too
+    # `lectern search`, `status` and `ask` cannot open the library while this process
+    # holds it; they ask this process instead (core/ipc.py).
+    server = serve(library)
     watcher = FolderWatcher(
         library,
         reconcile_interval_s=args.reconcile if args.reconcile > 0 else None,
@@ -157,6 +161,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
         watcher.stop()
         bar_holder[0].close()
+        server.close()
         library.close()
     _emit(args, out_lock, {"event": "stopped"}, "Stopped. The index is saved.")
     return 0

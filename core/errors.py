@@ -99,7 +99,7 @@ class UnsupportedFileError(ParseError):
 class LLMError(LecternError):
     """Base for failures talking to the language-model server."""
 
-    default_hint = "Check that the model server is running, or use search-only mode."
+    default_hint = "Check that the model server is running, or use the Search tab."
 
 
 class LLMUnavailableError(LLMError):

@@ -8,9 +8,10 @@ Why not reciprocal rank fusion over chunks (what Lectern did first):
   where BM25 is poor, RRF ranked below dense alone. Scores say how far a document stands
   above the rest of its list, ranks do not.
 
-Each list's document scores are z-normalised over its top ``depth`` documents; a document
-missing from a list gets that list's lowest normalised score (it was not found above the
-cut, so at best it sits just below it). The two lists are mixed with a per-query weight:
+Each list's document scores are z-normalised over its top ``depth`` documents (a BM25
+list shorter than that is completed with zeros: what it does not return has none of the
+query's words); a document missing from a list gets that list's lowest normalised score
+(it was not found above the cut, so at best it sits just below it). The two lists are mixed with a per-query weight:
 each list's *confidence* is how far its best document stands above its own list (the top
 z-score), and the share of BM25 is ``prior * cb^p / (prior * cb^p + (1 - prior) * cd^p)``.
 A query whose keywords single out one document gives BM25 the say; a query whose words
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 Ranked = Sequence[tuple[int, float]]
@@ -48,19 +50,29 @@ def best_per_document(
     return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _normalised(docs: Ranked, depth: int) -> tuple[dict[int, float], float, float]:
+def _normalised(
+    docs: Ranked, depth: int, *, zero_below: bool = False
+) -> tuple[dict[int, float], float, float]:
     """z-scores of the top ``depth`` documents, the floor given to absent documents, and
-    the list's confidence (its top z-score, never below 0)."""
+    the list's confidence (its top z-score, never below 0).
+
+    ``zero_below``: every document the list does not return scores 0 (BM25: it contains
+    none of the query's words), so a list shorter than ``depth`` is completed with zeros.
+    A query whose rare word only one document contains then gives that document a high
+    z-score and BM25 the say, instead of a list of one that "does not discriminate"."""
     top = list(docs[:depth])
     if not top:
         return {}, 0.0, 0.0
     values = [s for _, s in top]
+    if zero_below and len(values) < depth:
+        values += [0.0] * (depth - len(values))
     mean = sum(values) / len(values)
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-    if std <= 1e-12:  # one document, or all equal: the list does not discriminate
+    if std <= 1e-12:  # all equal: the list does not discriminate
         return {d: 0.0 for d, _ in top}, 0.0, 0.0
     z = {d: (s - mean) / std for d, s in top}
-    return z, min(z.values()), max(0.0, max(z.values()))
+    floor = (min(values) - mean) / std
+    return z, floor, max(0.0, max(z.values()))
 
 
 def bm25_share(bm25_confidence: float, dense_confidence: float, params: FusionParams) -> float:
@@ -74,12 +86,19 @@ def bm25_share(bm25_confidence: float, dense_confidence: float, params: FusionPa
 
 
 def fuse(
-    bm25_docs: Ranked, dense_docs: Ranked, params: FusionParams | None = None
+    bm25_docs: Ranked,
+    dense_docs: Ranked,
+    params: FusionParams | None = None,
+    keyword_only: AbstractSet[int] = frozenset(),
 ) -> list[tuple[int, float]]:
     """Fused (document, score), best first. Either list may be empty (then the other
-    one's order is kept)."""
+    one's order is kept).
+
+    ``keyword_only`` are documents meaning search cannot find yet (indexing writes
+    passages first and embeds them behind): they are ranked by their BM25 score alone
+    instead of being pushed down as if dense had looked and not found them."""
     params = params or FusionParams()
-    zb, floor_b, cb = _normalised(bm25_docs, params.depth)
+    zb, floor_b, cb = _normalised(bm25_docs, params.depth, zero_below=True)
     zd, floor_d, cd = _normalised(dense_docs, params.depth)
     if not zb:
         return [(d, zd[d]) for d, _ in dense_docs[: params.depth]]
@@ -87,7 +106,9 @@ def fuse(
         return [(d, zb[d]) for d, _ in bm25_docs[: params.depth]]
     share = bm25_share(cb, cd, params)
     fused = {
-        doc: share * zb.get(doc, floor_b) + (1.0 - share) * zd.get(doc, floor_d)
+        doc: zb[doc]
+        if doc in keyword_only and doc in zb
+        else share * zb.get(doc, floor_b) + (1.0 - share) * zd.get(doc, floor_d)
         for doc in zb.keys() | zd.keys()
     }
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -18,7 +18,8 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -43,7 +44,7 @@ from core.scan import attachment_path, container_in, file_info, is_ignored_in, i
 from core.store import ocr as ocr_store
 from core.store.attachments import attached_paths
 from core.store.db import MIN_FREE_BYTES, disk_full_error, is_disk_full
-from core.store.documents import DocumentStore
+from core.store.documents import DocumentStore, DocumentWrite, Unembedded
 from core.store.keyword import KeywordIndex
 from core.store.vectors import VectorIndex
 
@@ -56,6 +57,12 @@ _OCR_STARTS = "ocr-starts"
 ProgressCallback = Callable[[IndexProgress], None]
 EMBED_BATCH_CHUNKS = 64
 PUBLISH_EVERY_S = 30.0
+# While files are being written, the keyword index is refreshed at most this often, and
+# at most as often as keeps its refreshes under 1/KEYWORD_COST_RATIO of the run's time.
+KEYWORD_PUBLISH_S = 1.0
+KEYWORD_COST_RATIO = 20.0
+# While files keep coming, writing pauses this often for a keyword refresh.
+WRITE_SLICE_S = 1.0
 HASH_BLOCK = 1 << 20
 
 
@@ -109,6 +116,58 @@ def _under(sorted_paths: list[str], folder: str) -> list[str]:
             break
         found.append(path)
     return found
+
+
+@contextmanager
+def _unless_disk_full() -> Iterator[None]:
+    """Derived indexes stay behind on a full disk (the record is what counts): the next
+    publish, or the next open, brings them up to date."""
+    try:
+        yield
+    except (DiskFullError, duckdb.Error, OSError) as exc:
+        if not is_disk_full(exc):
+            raise
+        log.warning("derived indexes not updated, the disk is full: %s", exc)
+
+
+@dataclass
+class _RunState:
+    """One run's tallies, and its progress reports."""
+
+    started: float
+    total: int
+    existing: set[str]
+    progress: ProgressCallback | None
+    done: int = 0
+    chunks_written: int = 0
+    passages_total: int = 0
+    passages_embedded: int = 0
+    files_searchable: int = 0
+    keyword_due: bool = False
+    more_ready: bool = False  # files were left in the queue when writing paused
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("added", "updated", "failed", "skipped", "embedded", "reused"), 0
+        )
+    )
+
+    def report(self, current: str = "") -> None:
+        if self.progress:
+            self.progress(
+                IndexProgress(
+                    files_total=self.total,
+                    files_done=self.done,
+                    chunks_done=self.counts["embedded"] + self.counts["reused"],
+                    current=current,
+                    elapsed_s=time.monotonic() - self.started,
+                    failed=self.counts["failed"],
+                    skipped=self.counts["skipped"],
+                    passages_total=self.passages_total,
+                    passages_embedded=self.passages_embedded,
+                    files_searchable=self.files_searchable,
+                )
+            )
 
 
 class Indexer:
@@ -254,28 +313,16 @@ class Indexer:
         move_sources = self._possible_move_sources(plan)
         removed = self.remove_paths([p for p in plan.to_remove if p not in move_sources])
         self.store.touch(plan.touched)
-        counts = {"added": 0, "updated": 0, "failed": 0, "skipped": 0, "embedded": 0, "reused": 0}
-        failures: list[tuple[str, str]] = []
-        existing = self.store.indexed_before([f.path for f in plan.to_index])
-        total = len(plan.to_index)
-        done = 0
-
-        def report(current: str = "") -> None:
-            if progress:
-                progress(
-                    IndexProgress(
-                        files_total=total,
-                        files_done=done,
-                        chunks_done=counts["embedded"] + counts["reused"],
-                        current=current,
-                        elapsed_s=time.monotonic() - started,
-                        failed=counts["failed"],
-                        skipped=counts["skipped"],
-                    )
-                )
-
-        report()
-        prepared_queue: queue.Queue[PreparedFile | str | None] = queue.Queue(maxsize=32)
+        run = _RunState(
+            started=started,
+            total=len(plan.to_index),
+            existing=self.store.indexed_before([f.path for f in plan.to_index]),
+            progress=progress,
+        )
+        embedded, chunks = self.store.embedding_counts()
+        run.passages_total = chunks - embedded  # left by an earlier run (cancelled, killed)
+        run.report()
+        prepared_queue: queue.Queue[PreparedFile | str | None] = queue.Queue(maxsize=128)
         stop_producer = threading.Event()
         producer = threading.Thread(
             target=self._produce,
@@ -284,63 +331,8 @@ class Indexer:
             name="lectern-parse",
         )
         producer.start()
-        pending: list[PreparedFile] = []
-        pending_chunks = 0
-        finished = False
-        last_publish = time.monotonic()
-        publish_now = False
         try:
-            while not (finished and not pending):
-                idle = False
-                if publish_now and not pending:
-                    self.publish()
-                    last_publish, publish_now = time.monotonic(), False
-                try:
-                    # With work waiting, look for more only briefly: a batch that spans
-                    # files embeds faster, but the model must not sit idle.
-                    item = prepared_queue.get(timeout=0.05 if pending else 0.5)
-                except queue.Empty:
-                    idle = True
-                    if not producer.is_alive() and prepared_queue.empty():
-                        finished = True
-                else:
-                    if item is None:
-                        finished = True
-                    elif isinstance(item, str):  # _OCR_STARTS
-                        idle = publish_now = True
-                    else:
-                        pending.append(item)
-                        if item.reuse_from is None:
-                            pending_chunks += len(item.chunks)
-                            pending_chunks += sum(len(a.chunks) for a in item.attached)
-                if not pending or not (finished or idle or pending_chunks >= EMBED_BATCH_CHUNKS):
-                    continue
-                controls.wait_if_paused()
-                if controls.cancel.is_set():
-                    break
-                batch, pending, pending_chunks = pending, [], 0
-                vectors = self._embed_batch(batch)
-                for prepared in batch:
-                    vectors_for, fresh = vectors.get(prepared.info.path, (None, 0))
-                    self._ensure_space(total - done, counts["embedded"] + counts["reused"], done)
-                    chunks_written = self._write(prepared, vectors_for, vectors)
-                    done += 1
-                    if prepared.state is DocState.FAILED:
-                        counts["failed"] += 1
-                        failures.append((prepared.info.path, prepared.reason))
-                    elif prepared.state is DocState.SKIPPED:
-                        counts["skipped"] += 1
-                    elif prepared.info.path in existing:
-                        counts["updated"] += 1
-                    else:
-                        counts["added"] += 1
-                    counts["embedded"] += fresh
-                    counts["reused"] += chunks_written - fresh
-                    report(prepared.info.path)
-                if publish_now or time.monotonic() - last_publish > PUBLISH_EVERY_S:
-                    # Long runs: make finished files searchable and persist vectors as we go.
-                    self.publish()
-                    last_publish, publish_now = time.monotonic(), False
+            self._write_and_embed(run, prepared_queue, producer, controls)
         finally:
             stop_producer.set()
             deadline = time.monotonic() + 2.0
@@ -353,6 +345,10 @@ class Indexer:
             producer.join(timeout=5.0)
             removed += self.remove_paths(sorted(move_sources))
             self.publish()
+        embedded, chunks = self.store.embedding_counts()
+        run.passages_total = run.passages_embedded + (chunks - embedded)
+        run.report()
+        counts = run.counts
         return IndexReport(
             added=counts["added"],
             updated=counts["updated"],
@@ -364,8 +360,136 @@ class Indexer:
             chunks_reused=counts["reused"],
             elapsed_s=time.monotonic() - started,
             cancelled=controls.cancel.is_set(),
-            failures=tuple(failures),
+            failures=tuple(run.failures),
         )
+
+    def _write_and_embed(
+        self,
+        run: _RunState,
+        prepared_queue: queue.Queue[PreparedFile | str | None],
+        producer: threading.Thread,
+        controls: Controls,
+    ) -> None:
+        """Keyword first, meaning next: every file the producer has ready is written at
+        once (its chunks keyword-searchable, with the embeddings already known for them),
+        and only then is one batch of passages embedded. Writing takes milliseconds a
+        file and embedding seconds a batch, so the whole folder is searchable by keyword
+        long before it is by meaning."""
+        finished = idle = False
+        cursor = 0  # chunks up to this id have been offered to the model in this run
+        last_publish = last_keyword = time.monotonic()
+        keyword_gap = KEYWORD_PUBLISH_S
+        while True:
+            controls.wait_if_paused()
+            if controls.cancel.is_set():
+                return
+            wrote, finished, ocr_starts = self._write_ready(
+                run, prepared_queue, producer, finished, block=idle
+            )
+            run.keyword_due = run.keyword_due or wrote
+            if run.keyword_due and (
+                ocr_starts
+                or finished
+                or not run.files_searchable  # the first files: searchable at once
+                or time.monotonic() - last_keyword >= keyword_gap
+            ):
+                refresh_started = time.monotonic()
+                self.publish_keyword()
+                last_keyword = time.monotonic()
+                # A refresh rebuilds the delta index, which grows until the next merge:
+                # spaced so that it never takes more than 1/KEYWORD_COST_RATIO of the run.
+                keyword_gap = max(
+                    KEYWORD_PUBLISH_S, KEYWORD_COST_RATIO * (last_keyword - refresh_started)
+                )
+                run.keyword_due = False
+                run.files_searchable = run.done
+                run.report()
+            if run.more_ready:
+                continue  # keyword first: every file ready is written before the model runs
+            batch = self.store.unembedded(cursor, EMBED_BATCH_CHUNKS)
+            controls.wait_if_paused()
+            if controls.cancel.is_set():
+                return
+            idle = not batch
+            if batch:
+                self._embed_and_store(run, batch)
+                cursor = batch[-1].chunk_id
+            elif finished:
+                return
+            if time.monotonic() - last_publish > PUBLISH_EVERY_S:
+                # Long runs: persist vectors (and compact) as we go.
+                self.publish()
+                last_publish = last_keyword = time.monotonic()
+
+    def _write_ready(
+        self,
+        run: _RunState,
+        prepared_queue: queue.Queue[PreparedFile | str | None],
+        producer: threading.Thread,
+        finished: bool,
+        *,
+        block: bool,
+    ) -> tuple[bool, bool, bool]:
+        """Write the prepared files waiting in the queue (waiting a little for one when
+        ``block``); returns (wrote any, the producer is done, OCR is about to start).
+
+        A fast producer can keep the queue full for a long time, so writing pauses after
+        WRITE_SLICE_S (and after the run's first file) for a keyword refresh; the caller
+        carries on writing before the model's next batch while ``run.more_ready``."""
+        wrote = ocr_starts = False
+        run.more_ready = False
+        deadline = time.monotonic() + WRITE_SLICE_S
+        while not finished:
+            if wrote and (not run.files_searchable or time.monotonic() >= deadline):
+                run.more_ready = True
+                break
+            try:
+                item = prepared_queue.get(timeout=0.5 if block and not wrote else 0.0)
+            except queue.Empty:
+                if not producer.is_alive() and prepared_queue.empty():
+                    finished = True
+                break
+            if item is None:
+                finished = True
+            elif isinstance(item, str):  # _OCR_STARTS: what was read so far, searchable now
+                ocr_starts = True
+                break
+            else:
+                self._ensure_space(run.total - run.done, run.chunks_written, run.done)
+                self._record(run, item, self._write(item, self._known_vectors))
+                wrote = True
+        return wrote, finished, ocr_starts
+
+    def _record(self, run: _RunState, prepared: PreparedFile, written: list[DocumentWrite]) -> None:
+        run.done += 1
+        if prepared.state is DocState.FAILED:
+            run.counts["failed"] += 1
+            run.failures.append((prepared.info.path, prepared.reason))
+        elif prepared.state is DocState.SKIPPED:
+            run.counts["skipped"] += 1
+        elif prepared.info.path in run.existing:
+            run.counts["updated"] += 1
+        else:
+            run.counts["added"] += 1
+        for w in written:
+            run.chunks_written += len(w.new_chunk_ids)
+            run.counts["reused"] += len(w.embedded_ids)
+            run.passages_total += len(w.new_chunk_ids) - len(w.embedded_ids)
+        run.report(prepared.info.path)
+
+    def _embed_and_store(self, run: _RunState, batch: Sequence[Unembedded]) -> None:
+        """The meaning pass over one batch: embed, store, add to the vector index."""
+        vectors = self._embedder().embed(
+            [u.embedding_text for u in batch], batch_size=self.embed_batch_size
+        )
+        ids = [u.chunk_id for u in batch]
+        updated = self.store.set_embeddings(ids, vectors)
+        if len(updated):
+            row_of = {chunk_id: i for i, chunk_id in enumerate(ids)}
+            self._vectors().add(updated, vectors[[row_of[int(k)] for k in updated]])
+        run.counts["embedded"] += len(batch)
+        run.passages_embedded += len(batch)
+        run.report()
 
     def _possible_move_sources(self, plan: IndexPlan) -> set[str]:
         if not plan.to_remove or not plan.to_index:
@@ -377,18 +501,16 @@ class Indexer:
     def publish(self) -> None:
         """Make committed changes visible to keyword search and persist the vector file.
         A due keyword base rebuild runs on its own thread; new chunks go to the delta,
-        searchable at once, so indexing and other writers never wait seconds for it.
-
-        On a full disk the derived indexes stay behind (the record is what counts): the
-        next publish, or the next open, brings them up to date."""
-        try:
+        searchable at once, so indexing and other writers never wait seconds for it."""
+        with _unless_disk_full():
             self.keyword.refresh(background=True)
             self._vectors().maybe_compact()
             self.save_vectors(older_than_s=self.vector_save_interval_s)
-        except (DiskFullError, duckdb.Error, OSError) as exc:
-            if not is_disk_full(exc):
-                raise
-            log.warning("derived indexes not updated, the disk is full: %s", exc)
+
+    def publish_keyword(self) -> None:
+        """Make written files keyword-searchable (a refresh of the small delta index)."""
+        with _unless_disk_full():
+            self.keyword.refresh(background=True)
 
     def _ensure_space(self, files_left: int, chunks_so_far: int, files_so_far: int) -> None:
         """Stop before the disk is full rather than when DuckDB finds it full: the report
@@ -547,63 +669,33 @@ class Indexer:
             reason = f"could not be read: {exc}"
         return PreparedFile(info, digest, doc_type, state=DocState.FAILED, reason=reason)
 
-    def _embed_batch(self, batch: Sequence[PreparedFile]) -> dict[str, tuple[np.ndarray, int]]:
-        """Vectors per file, and how many of them the model had to compute.
+    def _known_vectors(self, prepared: PreparedFile) -> list[np.ndarray | None]:
+        """Per chunk, its embedding if already known, else None (the meaning pass embeds it).
 
         An edited file usually keeps most of its passages: chunks whose exact text (with
         context) is already stored for that path reuse their embedding, so saving a small
         change to a long document re-embeds only the passages that changed.
         """
-        texts: list[str] = []
-        owners: list[tuple[str, list[int | np.ndarray]]] = []
-        for prepared in [f for p in batch for f in (p, *p.attached)]:
-            if prepared.state is not DocState.INDEXED or prepared.reuse_from is not None:
-                continue
-            previous = self.store.stored_embeddings(prepared.info.path, self.index_config)
-            slots: list[int | np.ndarray] = []
-            for chunk in prepared.chunks:
-                known = previous.get(chunk.embedding_text)
-                if known is not None:
-                    slots.append(known)
-                else:
-                    slots.append(len(texts))
-                    texts.append(chunk.embedding_text)
-            owners.append((prepared.info.path, slots))
-        computed = (
-            self._embedder().embed(texts, batch_size=self.embed_batch_size)
-            if texts
-            else np.zeros((0, 0), dtype=np.float32)
-        )
-        result: dict[str, tuple[np.ndarray, int]] = {}
-        for path, slots in owners:
-            rows = [computed[s] if isinstance(s, int) else s for s in slots]
-            fresh = sum(1 for s in slots if isinstance(s, int))
-            result[path] = (np.vstack(rows).astype(np.float32) if rows else computed[:0], fresh)
-        for prepared in batch:
-            # A file's count of fresh embeddings includes those of its attachments, which
-            # are written with it.
-            if prepared.attached and prepared.info.path in result:
-                own, fresh = result[prepared.info.path]
-                extra = sum(result.get(a.info.path, (None, 0))[1] for a in prepared.attached)
-                result[prepared.info.path] = (own, fresh + extra)
-        return result
+        if prepared.state is not DocState.INDEXED or prepared.reuse_from is not None:
+            return []
+        previous = self.store.stored_embeddings(prepared.info.path, self.index_config)
+        return [previous.get(chunk.embedding_text) for chunk in prepared.chunks]
 
     def _write(
         self,
         prepared: PreparedFile,
-        vectors: np.ndarray | None,
-        batch_vectors: dict[str, tuple[np.ndarray, int]] | None = None,
-    ) -> int:
+        known_vectors: Callable[[PreparedFile], list[np.ndarray | None]],
+    ) -> list[DocumentWrite]:
         """Replace the file's rows in one transaction, then bring the vector index along;
-        returns the chunks written (with those of the file's attachments, if any)."""
-        attached_chunks = 0
+        returns what was written (the file's attachments first, if any)."""
+        written: list[DocumentWrite] = []
         if prepared.doc_type in CONTAINER_TYPES:
             # The attachments read now replace those stored before, whatever they were.
             self._drop_attached(prepared.info.path)
             for child in prepared.attached:
-                child_vectors = (batch_vectors or {}).get(child.info.path, (None, 0))[0]
-                attached_chunks += self._write(child, child_vectors)
-        return attached_chunks + self._write_one(prepared, vectors)
+                written.extend(self._write(child, known_vectors))
+        written.append(self._write_one(prepared, known_vectors(prepared)))
+        return written
 
     def _drop_attached(self, container: str) -> None:
         paths = attached_paths(self.db, [container], CONTAINER_TYPES)
@@ -612,17 +704,13 @@ class Indexer:
             _count, chunk_ids = self.store.remove_documents(paths)
             self._vectors().remove(chunk_ids)
 
-    def _write_one(self, prepared: PreparedFile, vectors: np.ndarray | None) -> int:
-        written = self.store.write_document(prepared, vectors, self.index_config)
+    def _write_one(self, prepared: PreparedFile, vectors: list[np.ndarray | None]) -> DocumentWrite:
+        written = self.store.write_document(prepared, vectors or None, self.index_config)
         vectors_index = self._vectors()
         vectors_index.remove(list(written.old_chunk_ids))
-        if len(written.new_chunk_ids):
-            if prepared.reuse_from is not None:
-                copied = self.store.chunk_embeddings(written.document_id, vectors_index.dim)
-                vectors_index.add(written.new_chunk_ids, copied)
-            elif vectors is not None:
-                vectors_index.add(written.new_chunk_ids, vectors)
-        return len(written.new_chunk_ids)
+        if written.embedded_vectors is not None and len(written.embedded_ids):
+            vectors_index.add(written.embedded_ids, written.embedded_vectors)
+        return written
 
     def remove_paths(self, paths: Sequence[str]) -> int:
         """Forget these files: their rows, text, chunks and vectors, and those of the

@@ -87,7 +87,9 @@ class Library:
         self._retriever: Retriever | None = None
         self._restore_record(notices)
         self._check_index_config()
-        if self.keyword.recovery:
+        if self.keyword.recovery and self.keyword.recovery != "upgrading":
+            # (An older keyword format being rebuilt is not damage: status says
+            # "rebuilding" meanwhile, and no repair is reported.)
             self._notice(
                 RecoveryNotice(
                     "keyword_rebuilding",
@@ -411,8 +413,16 @@ class Library:
         """The pages of a document whose text was read by OCR."""
         return ocr_store.ocr_pages(self.db.cursor(), document_id)
 
+    def searchable(self) -> tuple[int, int]:
+        """Passages searchable (by keyword, by meaning). Indexing writes passages first
+        and embeds them behind, so meaning search can lag behind keyword search."""
+        embedded, chunks = self.store.embedding_counts()
+        # While the keyword file is rebuilt after damage, nothing is keyword-searchable.
+        return (0 if self.keyword.status() == "rebuilding" else chunks), embedded
+
     def status(self) -> dict[str, object]:
         counts, chunks = self.store.counts()
+        by_keyword, by_meaning = self.searchable()
         return {
             "home": str(self.settings.home),
             "folders": [f.__dict__ for f in self.folder_status()],
@@ -431,6 +441,7 @@ class Library:
             ],
             "counts": counts,
             "chunks": chunks,
+            "searchable": {"keyword": by_keyword, "meaning": by_meaning},
             "embedding_model": self.db.get_meta("embedding_model"),
             "index_config": self.index_config,
             "keyword_delta_chunks": self.keyword.delta_size(),
@@ -444,7 +455,13 @@ class Library:
         self.keyword.close()
         with self._lock:
             if self._vectors is not None:
-                self._vectors.save_if_dirty()
+                try:
+                    self._vectors.save_if_dirty()
+                except DiskFullError:
+                    # Derived: the next open adds what the file lacks from the database.
+                    logging.getLogger(__name__).warning(
+                        "vector file not saved at close: the disk is full"
+                    )
             self.parser.close()
             self.db.close()
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Union
@@ -200,6 +200,22 @@ def _page_lookup(library: Library, hits: Sequence[Hit]) -> PageLookup | None:
         return hit.page
 
     return page_of
+
+
+def _text_lookup(library: Library) -> Callable[[Hit], str | None]:
+    """A cited document's whole text, read once per answer and only when a cited sentence
+    runs past its chunk."""
+    texts: dict[int, str | None] = {}
+
+    def text_of(hit: Hit) -> str | None:
+        if hit.document_id not in texts:
+            try:
+                texts[hit.document_id] = library.document_text(hit.document_id) or None
+            except Exception:  # the chunk's own part of the sentence is still shown
+                texts[hit.document_id] = None
+        return texts[hit.document_id]
+
+    return text_of
 
 
 def _warning(kind: str, message: str) -> WarningEvent:
@@ -600,7 +616,12 @@ def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> It
     t = time.perf_counter()
     embedder = _embedder(q.library)
     report = verify_answer(
-        partial, sources, embedder, finder=SpanFinder(embedder, _page_lookup(q.library, sources))
+        partial,
+        sources,
+        embedder,
+        finder=SpanFinder(
+            embedder, _page_lookup(q.library, sources), text_of=_text_lookup(q.library)
+        ),
     )
     run.mark("citations_s", t)
     run.warnings.extend(_from_answer_warnings(report.warnings))

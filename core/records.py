@@ -314,6 +314,10 @@ class Citation:
 
 @dataclass(frozen=True)
 class IndexProgress:
+    """Where a run stands. Files are written (and keyword-searchable) first; their
+    passages are embedded behind them, so ``files_done`` runs ahead of
+    ``passages_embedded``."""
+
     files_total: int
     files_done: int
     chunks_done: int
@@ -321,17 +325,52 @@ class IndexProgress:
     elapsed_s: float = 0.0
     failed: int = 0
     skipped: int = 0
+    # Passages waiting for the model in this run (known so far) and those embedded.
+    passages_total: int = 0
+    passages_embedded: int = 0
+    # Files of this run that keyword search finds (written, and the keyword index
+    # refreshed since): the rest of ``files_done`` becomes so within a second.
+    files_searchable: int = 0
+
+    @property
+    def finished(self) -> bool:
+        """Every file written and every passage embedded."""
+        return self.files_done >= self.files_total and self.passages_embedded >= self.passages_total
 
     @property
     def files_per_s(self) -> float:
         return self.files_done / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     @property
+    def passages_expected(self) -> float:
+        """Passages to embed in the whole run: those known, plus those of the files not
+        read yet estimated from the files read so far."""
+        per_file = self.passages_total / self.files_done if self.files_done else 0.0
+        return self.passages_total + per_file * max(0, self.files_total - self.files_done)
+
+    @property
+    def fraction(self) -> float:
+        """How much of the run is done, counted in the model's work (the slow stage)."""
+        if self.finished:
+            return 1.0
+        expected = self.passages_expected
+        if expected <= 0:
+            return self.files_done / self.files_total if self.files_total else 0.0
+        return min(1.0, self.passages_embedded / expected)
+
+    @property
     def eta_s(self) -> float | None:
-        rate = self.files_per_s
-        if rate <= 0:
-            return None
-        return max(0.0, (self.files_total - self.files_done) / rate)
+        """The passages still to embed at the rate so far (files/s until the model has
+        embedded anything)."""
+        if self.finished:
+            return 0.0
+        if self.passages_embedded <= 0 or self.elapsed_s <= 0:
+            rate = self.files_per_s
+            if rate <= 0:
+                return None
+            return max(0.0, (self.files_total - self.files_done) / rate)
+        left = self.passages_expected - self.passages_embedded
+        return max(0.0, left / (self.passages_embedded / self.elapsed_s))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,12 @@ from core.fusion import FusionParams, best_per_document, fuse
 from core.records import Hit, SearchFilters
 from core.store.db import Database
 from core.store.keyword import KeywordIndex
-from core.store.lookup import filtered_embeddings, hits_for, live_chunk_documents
+from core.store.lookup import (
+    filtered_embeddings,
+    hits_for,
+    live_chunk_documents,
+    unembedded_documents,
+)
 from core.store.vectors import VectorIndex
 
 MODES = ("hybrid", "bm25", "dense")
@@ -137,7 +142,10 @@ class Retriever:
             )
         if mode in ("hybrid", "dense"):
             vector = embed_queries(self.embedder, [query])[0]
-            dense = self._deep_enough(lambda n: self.dense_vector(vector, n, filters), document_of)
+            # Dense search is exact (a scan of every vector), so the deepest list costs
+            # what a short one does: fetched once, then taken as deep as needed.
+            deepest = self.dense_vector(vector, self.candidates * _MAX_CHUNKS_PER_DOCUMENT, filters)
+            dense = self._deep_enough(lambda n: deepest[:n], document_of)
         return Candidates(
             [x for x in bm25 if x[0] in document_of],
             [x for x in dense if x[0] in document_of],
@@ -170,7 +178,8 @@ class Retriever:
             return dense
         if self.fusion == "rrf":
             return rrf_fuse([[d for d, _ in bm25], [d for d, _ in dense]], self.rrf_k)
-        return fuse(bm25, dense, self.params)
+        keyword_only = unembedded_documents(self.db, [d for d, _ in bm25[: self.params.depth]])
+        return fuse(bm25, dense, self.params, keyword_only)
 
     def dense_vector(
         self, vector: np.ndarray, limit: int, filters: SearchFilters

@@ -590,7 +590,13 @@ class FolderWatcher:
         batch = AppliedBatch(paths, report, reconcile, time.time())
         with self._cond:
             self._history.append(batch)
-        changed = report.added or report.updated or report.removed or report.failed
+        changed = (
+            report.added
+            or report.updated
+            or report.removed
+            or report.failed
+            or report.chunks_embedded  # passages an earlier run left for the model
+        )
         if self.on_batch is not None:
             self._call(self.on_batch, batch)
         if changed and self.on_applied is not None:

@@ -52,6 +52,7 @@ class LibrarySnapshot:
     problems: dict[str, tuple[Document, ...]]  # folder -> failed and skipped files
     chunks: int = 0
     documents: int = 0
+    embedded: int = 0  # passages searchable by meaning (the rest by keyword only, for now)
 
 
 class Backend(QObject):
@@ -111,6 +112,7 @@ class Backend(QObject):
         self._watch_enabled = watch
         self.watcher: Any = None
         self.watch_bridge: Any = None
+        self._ipc: Any = None  # answers `lectern search`/`status`/`ask` run beside the app
         self.watch_status: dict[str, tuple[str, str]] = {}
         self.paused = False
         # Cancelled by the person: no job starts and the watcher holds its events until
@@ -180,6 +182,13 @@ class Backend(QObject):
         def progress(value: Any) -> None:
             if value[0] == "opened":
                 self.library = value[1]
+                # Read-only `lectern` commands, which cannot open the library now, ask
+                # here (core/ipc.py; separate from desktop/single_instance.py's Qt socket).
+                # Started on this thread: its threads keep this priority, not the engine's.
+                from core.ipc import serve
+
+                if not self._closing:
+                    self._ipc = serve(value[1])
                 self._set_phase("loading_model", "Loading the search model…")
                 self.refresh_library()
                 self.refresh_conversations()
@@ -216,6 +225,9 @@ class Backend(QObject):
 
     def _open_failed(self, exc: BaseException) -> None:
         message, hint = describe_error(exc)
+        server, self._ipc = self._ipc, None
+        if server is not None:
+            server.close()
         self.library = None
         self._set_phase("failed", message)
         self.failed.emit(message, hint)
@@ -501,6 +513,7 @@ class Backend(QObject):
                 problems={k: tuple(v) for k, v in problems.items()},
                 chunks=sum(f.chunks for f in folders),
                 documents=sum(f.indexed for f in folders),
+                embedded=library.searchable()[1],
             )
 
         def loaded(snapshot: LibrarySnapshot) -> None:
@@ -826,6 +839,9 @@ class Backend(QObject):
         self._stop_current_job()
         for pool in (self.engine, self.background, self.probes):
             pool.cancel_all()
+        server, self._ipc = self._ipc, None
+        if server is not None:
+            server.close(timeout=max(0.1, deadline - time.monotonic()))
         watcher = self.watcher
         if watcher is not None:
             try:

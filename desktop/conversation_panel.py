@@ -8,6 +8,7 @@ replaces the streamed text, and its citation markers become links to the evidenc
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from core.errors import LecternError
@@ -21,6 +22,7 @@ from desktop.qt import (
     QKeyEvent,
     QLabel,
     QPlainTextEdit,
+    QResizeEvent,
     QScrollArea,
     QSize,
     QStackedWidget,
@@ -49,6 +51,12 @@ MAX_COLUMN = 860
 
 
 RENDER_INTERVAL_MS = 40
+# The badge without a model server: answers still come, quoted from the documents ("Search"
+# is the other tab, which lists passages).
+NO_MODEL = "No model · quoting passages"
+# The room the conversation's title keeps in the header: when it would get less, the mode
+# switch and then the model badge show their icons only (their words stay in tooltips).
+TITLE_ROOM = 160
 
 
 # --- the question box ------------------------------------------------------------------
@@ -147,7 +155,7 @@ class ConversationPanel(QFrame):
         self.search_mode = QToolButton(objectName="segmentButton")
         self.search_mode.setText("Search")
         self.search_mode.setToolTip(
-            "Search-only: ranked passages with your words highlighted, no language model (Ctrl+2)"
+            "Search: ranked passages with your words highlighted, no language model (Ctrl+2)"
         )
         self.mode_group = QButtonGroup(self)
         for button in (self.ask_mode, self.search_mode):
@@ -227,6 +235,7 @@ class ConversationPanel(QFrame):
 
         backend.llm_status_changed.connect(self._llm_status)
         backend.library_changed.connect(self.welcome.set_snapshot)
+        backend.library_changed.connect(self._library_changed)
         backend.ready.connect(self._backend_ready)
         theme.changed.connect(self._restyle)
         self._restyle(theme.palette)
@@ -257,6 +266,8 @@ class ConversationPanel(QFrame):
         else:
             self.input.setPlaceholderText("Ask a question about your documents…")
             hint = "Enter to send · Shift+Enter for a new line · Esc to stop"
+        # QPlainTextEdit does not repaint for a new placeholder: the other mode's would stay.
+        self.input.viewport().update()
         if self.busy:
             self.send_button.setIcon(icon("stop", palette.accent_text))
             self.send_button.setToolTip("Stop the answer (Esc)")
@@ -286,6 +297,44 @@ class ConversationPanel(QFrame):
             or ("Search" if self.search_only and not self.conversation_id else "New conversation")
         )
 
+    def _library_changed(self, snapshot: Any) -> None:
+        """A folder removed from the library leaves the open answers at once: their
+        sources from it lose their text and say so, as the stored copies already do."""
+        folders = [f.path for f in snapshot.folders]
+
+        def kept(path: str) -> bool:
+            return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
+
+        for item in self.items:
+            if isinstance(item, TurnWidget) and item.forget_sources(kept):
+                item.refresh()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_header(event.size().width())
+
+    def _fit_header(self, width: int) -> None:
+        icon_only = Qt.ToolButtonStyle.ToolButtonIconOnly
+
+        def words(button: QToolButton) -> int:
+            return button.fontMetrics().horizontalAdvance(button.text()) + 8
+
+        def bare(button: QToolButton) -> int:
+            hint = button.sizeHint().width()
+            return hint if button.toolButtonStyle() == icon_only else hint - words(button)
+
+        modes = (self.ask_mode, self.search_mode)
+        # Margins and spacing of the header row and of the mode switch.
+        room = width - 54 - 8 - sum(bare(b) for b in modes) - bare(self.llm_pill)
+        mode_words = sum(words(b) for b in modes)
+        compact_modes = room - mode_words - words(self.llm_pill) < TITLE_ROOM
+        compact_pill = compact_modes and room - words(self.llm_pill) < TITLE_ROOM
+        for buttons, compact in ((modes, compact_modes), ((self.llm_pill,), compact_pill)):
+            style = icon_only if compact else Qt.ToolButtonStyle.ToolButtonTextBesideIcon
+            for button in buttons:
+                if button.toolButtonStyle() != style:
+                    button.setToolButtonStyle(style)
+
     def _restyle(self, palette: Palette) -> None:
         for item in self.items:
             if isinstance(item, TurnWidget | SearchResultsWidget):
@@ -312,7 +361,7 @@ class ConversationPanel(QFrame):
                 "is fixed. Click to open Settings."
             )
         elif status.state == "unreachable":
-            text, color = "Search-only", palette.warning_text
+            text, color = NO_MODEL, palette.warning_text
             tip = f"{status.message} Answers are extracted sentences until a model server is running. Click to set one up."
         else:
             text, color = (
@@ -324,7 +373,8 @@ class ConversationPanel(QFrame):
             tip = f"{status.message} Answers are extracted sentences meanwhile. Click to fix."
         self.llm_pill.setText(text)
         self.llm_pill.setIcon(icon("server", color, 15))
-        self.llm_pill.setToolTip(tip)
+        self.llm_pill.setToolTip(f"{text}. {tip}")  # the words, when it shows its icon only
+        self._fit_header(self.width())
         self.llm_pill.setAccessibleName(f"Language model: {text}")
         self.llm_pill.setStyleSheet(f"color: {color};")
 

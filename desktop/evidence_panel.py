@@ -14,17 +14,20 @@ import os
 import re
 import shutil
 import sys
+from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from core.errors import LecternError
 from core.records import WordBox
 from desktop.backend import Backend
-from desktop.locate import excerpt_bounds, locate_all
+from desktop.locate import _folded as folded
+from desktop.locate import excerpt_bounds, locate, locate_all
 from desktop.qt import (
     QColor,
     QDesktopServices,
     QFrame,
+    QGuiApplication,
     QHBoxLayout,
     QImage,
     QLabel,
@@ -44,6 +47,7 @@ from desktop.qt import (
     QTextBrowser,
     QTextCharFormat,
     QTextCursor,
+    QTextDocument,
     QTextEdit,
     QTimer,
     QToolButton,
@@ -52,10 +56,14 @@ from desktop.qt import (
     QWidget,
     Signal,
 )
+from desktop.rich import highlight_terms_html, term_ranges
 from desktop.theme import Palette, Theme, icon
 from desktop.viewmodels import EvidenceRequest
+from desktop.widgets import WrapLabel
 from desktop.workers import TaskContext, describe_error
 
+OPEN_LABEL = "Open original"
+COMPACT_WIDTH = 420  # narrower than this, "Open original" shows its icon only
 RENDER_WIDTH = 1800  # pixels; painted scaled, so zooming never waits for a re-render
 MAX_AUTO_ZOOM = 2.6
 QUOTE_CHARS = 260
@@ -86,10 +94,13 @@ def render_pdf_evidence(
     needles: list[str],
     width: int = RENDER_WIDTH,
     words: Sequence[WordBox] = (),
+    terms: Sequence[str] = (),
 ) -> PdfEvidence:
     """Render the page holding ``needles`` (tried on ``page`` first, then its neighbours).
 
-    ``words``: the OCR boxes of the cited characters, for pages read by OCR."""
+    ``words``: the OCR boxes of the cited characters, for pages read by OCR. ``terms``
+    (a search hit's words, ``rich.term_key`` keys): light only those words inside the
+    needles, not the needles whole."""
     from desktop.qt_pdf import QPdfDocument
 
     doc = QPdfDocument(None)
@@ -106,7 +117,11 @@ def render_pdf_evidence(
         chosen, rects = first, []
         ocr_pages = {w.page for w in words}
         for index in order:
-            found = word_rects(words, index + 1) or _find_rects(doc, index, needles)
+            found = word_rects(words, index + 1, merge=not terms) or (
+                _find_term_rects(doc, index, needles, terms)
+                if terms
+                else _find_rects(doc, index, needles)
+            )
             if found:
                 chosen, rects = index, found
                 break
@@ -117,15 +132,16 @@ def render_pdf_evidence(
         doc.close()
 
 
-def word_rects(words: Sequence[WordBox], page: int) -> list[QRectF]:
+def word_rects(words: Sequence[WordBox], page: int, merge: bool = True) -> list[QRectF]:
     """One rectangle per line of the OCR words on ``page`` (points, origin top-left), as
-    a text selection on a digital page gives one per line."""
+    a text selection on a digital page gives one per line; one per word without ``merge``
+    (searched words apart on a line must not light the words between them)."""
     rects: list[QRectF] = []
     for word in words:
         if word.page != page:
             continue
         box = QRectF(word.x0, word.y0, word.x1 - word.x0, word.y1 - word.y0)
-        if rects:
+        if rects and merge:
             last = rects[-1]
             overlap = min(last.bottom(), box.bottom()) - max(last.top(), box.top())
             # The next word of the same line: beside the last one, sharing most of its height.
@@ -187,6 +203,29 @@ def _find_rects(doc: object, index: int, needles: list[str]) -> list[QRectF]:
     return rects
 
 
+def _find_term_rects(
+    doc: object, index: int, needles: list[str], terms: Sequence[str]
+) -> list[QRectF]:
+    """The boxes of the words matching ``terms`` inside the needles' text on the page.
+
+    Words outside the passage are left dark even where they match: the passage is what
+    was found, and a page can repeat a word in every line of a table."""
+    page_text = doc.getAllText(index)  # type: ignore[attr-defined]
+    text = page_text.text()
+    dropped = max(0, page_text.endIndex() - page_text.startIndex() - len(text))
+    rects: list[QRectF] = []
+    for needle in needles:
+        region = locate(needle, text)
+        if region is None:
+            continue
+        for start, end in term_ranges(text, terms, *region):
+            first = _char_index(doc, index, text, start, dropped)
+            last = _char_index(doc, index, text, end - 1, dropped, lowest=first)
+            selection = doc.getSelectionAtIndex(index, first, last + 1 - first)  # type: ignore[attr-defined]
+            rects.extend(polygon.boundingRect() for polygon in selection.bounds())
+    return rects
+
+
 def _char_index(doc: object, page: int, text: str, pos: int, dropped: int, lowest: int = 0) -> int:
     """The character index of ``text[pos]``, between ``pos`` and ``pos + dropped``.
 
@@ -216,11 +255,20 @@ def _render(doc: object, index: int, width: int, rects: list[QRectF], count: int
     return PdfEvidence(image, index + 1, count, size_pt, rects, bool(rects))
 
 
-def load_text_evidence(text: str, ranges: list[tuple[int, int]]) -> TextEvidence:
+def load_text_evidence(
+    text: str, ranges: list[tuple[int, int]], terms: Sequence[str] = ()
+) -> TextEvidence:
+    """The text around ``ranges``, with them lit; with ``terms``, only the words of the
+    ranges that match them are lit (a search hit)."""
     ranges = [(max(0, s), min(len(text), e)) for s, e in ranges if e > s]
     if not ranges:
         return TextEvidence(text[:6000], [], False, len(text) > 6000)
     lo, hi = excerpt_bounds(text, min(s for s, _ in ranges), max(e for _, e in ranges))
+    if terms:
+        ranges = [w for s, e in ranges for w in term_ranges(text, terms, s, e)] or [
+            (s, s)
+            for s, _ in ranges[:1]  # none matched (a hit by meaning): show the place
+        ]
     return TextEvidence(text[lo:hi], [(s - lo, e - lo) for s, e in ranges], lo > 0, hi < len(text))
 
 
@@ -379,8 +427,9 @@ class EvidencePanel(QFrame):
         self.next_page = self._tool("page-next", "Next page", lambda: self._step(1))
         for button in (self.prev_page, self.next_page, self.zoom_out, self.zoom_in):
             top.addWidget(button)
-        self.open_button = QPushButton("Open original", objectName="secondaryButton")
+        self.open_button = QPushButton(OPEN_LABEL, objectName="secondaryButton")
         self.open_button.setToolTip("Open the file in your system's viewer")
+        self.open_button.setAccessibleName(OPEN_LABEL)
         self.open_button.clicked.connect(self.open_original)
         top.addWidget(self.open_button)
         head.addLayout(top)
@@ -391,6 +440,21 @@ class EvidencePanel(QFrame):
         self.meta.setWordWrap(True)
         head.addWidget(self.title)
         head.addWidget(self.meta)
+        # Said when the system has no program to open the file: the path, to copy.
+        self.open_failed = QFrame(objectName="warningNote")
+        ofl = QHBoxLayout(self.open_failed)
+        ofl.setContentsMargins(10, 6, 10, 6)
+        ofl.setSpacing(8)
+        self.open_failed_text = WrapLabel(objectName="warningText")
+        self.open_failed_text.setTextFormat(Qt.TextFormat.PlainText)
+        self.open_failed_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        ofl.addWidget(self.open_failed_text, 1)
+        self.copy_path_button = QPushButton("Copy path", objectName="secondaryButton")
+        self.copy_path_button.clicked.connect(self._copy_path)
+        ofl.addWidget(self.copy_path_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.open_failed.hide()
+        self._failed_path = ""
+        head.addWidget(self.open_failed)
         layout.addWidget(header)
 
         self.quote = QLabel(objectName="quoteBox")
@@ -421,8 +485,39 @@ class EvidencePanel(QFrame):
         layout.addWidget(self.stack, 1)
 
         theme.changed.connect(self._restyle)
+        backend.library_changed.connect(self._library_changed)
         self._restyle(theme.palette)
         self.clear()
+
+    def _library_changed(self, snapshot: object) -> None:
+        """The document shown went with its folder: say so at once, keep none of its text."""
+        request = self.current
+        if request is None or request.removed:
+            return
+        folders = [f.path for f in snapshot.folders]  # type: ignore[attr-defined]
+        path = request.path
+        if any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders):
+            return
+        self.show_request(
+            replace(
+                request,
+                removed=True,
+                quote="",
+                spans=tuple(replace(span, text="") for span in request.spans),
+            )
+        )
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        # A narrow panel would cut the button's words ("Open orig"); the icon and its
+        # tooltip say the same.
+        compact = event.size().width() < COMPACT_WIDTH
+        self.open_button.setText("" if compact else OPEN_LABEL)
+        self.open_button.setToolTip(
+            f"{OPEN_LABEL}: open the file in your system's viewer"
+            if compact
+            else "Open the file in your system's viewer"
+        )
 
     # --- building ------------------------------------------------------------------------
 
@@ -470,6 +565,7 @@ class EvidencePanel(QFrame):
     # --- showing --------------------------------------------------------------------------
 
     def clear(self) -> None:
+        self.open_failed.hide()
         self._token += 1
         self.current = None
         self.mode = "empty"
@@ -483,6 +579,7 @@ class EvidencePanel(QFrame):
         self.stack.setCurrentWidget(self.placeholder)
 
     def show_request(self, request: EvidenceRequest) -> None:
+        self.open_failed.hide()
         self._token += 1
         token = self._token
         self.current = request
@@ -492,13 +589,20 @@ class EvidencePanel(QFrame):
         self.meta.setText(self._meta_text(request, None))
         self.meta.show()
         quote = _plain(" ".join(s.text for s in request.spans))
-        if quote:
+        if request.quote:
+            # A search hit: what its card showed, with the same words lit.
+            lit = highlight_terms_html(request.quote, request.terms, self.theme.palette)
+            self.quote.setText(f"“{lit}”")
+            self.quote.setToolTip("")
+            self.quote_wrap.show()
+        elif quote:
             # The page below shows it whole; a long quote here would push the page away.
             shown = quote if len(quote) <= QUOTE_CHARS else quote[: QUOTE_CHARS - 1].rstrip() + "…"
             self.quote.setText(f"“{_escape(shown)}”")
             self.quote.setToolTip(quote if shown != quote else "")
             self.quote_wrap.show()
         else:
+            self.quote.setText("")
             self.quote_wrap.hide()
         self.open_button.setEnabled(original_file(request.path) is not None)
         if request.removed or original_file(request.path) is None:
@@ -514,10 +618,13 @@ class EvidencePanel(QFrame):
             path, page = request.path, request.page
             library, document_id = self.backend.library, request.document_id
             spans = [(s.start, s.end) for s in request.spans]
+            terms = request.terms
 
             def render(ctx: TaskContext) -> PdfEvidence:
-                words = _ocr_words(library, document_id, spans)
-                return render_pdf_evidence(path, page, needles, words=words)
+                words = _ocr_words(
+                    library, document_id, _term_spans(library, document_id, spans, terms)
+                )
+                return render_pdf_evidence(path, page, needles, words=words, terms=terms)
 
             self.backend.background.submit(
                 render,
@@ -531,6 +638,7 @@ class EvidencePanel(QFrame):
     def _load_text(self, token: int, request: EvidenceRequest) -> None:
         document_id = request.document_id
         spans = [(s.start, s.end) for s in request.spans]
+        terms = request.terms
         if document_id is None:
             self._show_message("This passage has no stored text to show.", "")
             return
@@ -542,7 +650,7 @@ class EvidencePanel(QFrame):
                     "The text of this document is no longer in the library.",
                     "It was removed or is being re-indexed; try again in a moment.",
                 )
-            return load_text_evidence(text, spans)
+            return load_text_evidence(text, spans, terms)
 
         self.backend.run(
             load,
@@ -576,34 +684,44 @@ class EvidencePanel(QFrame):
         self.mode = "text"
         self._pdf_controls(False)
         self._text = evidence
-        prefix = "…\n" if evidence.clipped_start else ""
-        suffix = "\n…" if evidence.clipped_end else ""
-        self._text_offset = len(prefix)
-        self.text_view.setPlainText(_unwrap(prefix + evidence.text + suffix))
+        prefix = "…\n\n" if evidence.clipped_start else ""
+        suffix = "\n\n…" if evidence.clipped_end else ""
+        shifted = [(s + len(prefix), e + len(prefix)) for s, e in evidence.ranges]
+        source = prefix + evidence.text + suffix
+        if self.current is not None and self.current.type == "md":
+            # Shown as it reads, not as it is written; the lit characters are found again
+            # in the rendered text.
+            document = self.text_view.document()
+            document.setMarkdown(source, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+            self._lit = map_ranges(source, document.toPlainText(), shifted)
+        else:
+            self.text_view.setPlainText(_unwrap(source))
+            self._lit = shifted
         self.stack.setCurrentWidget(self.text_view)
-        self.located = bool(evidence.ranges)
+        self.located = any(e > s for s, e in evidence.ranges)
         self._apply_text_highlights()
 
     def _apply_text_highlights(self) -> None:
-        evidence: TextEvidence | None = getattr(self, "_text", None)
-        if evidence is None:
+        if getattr(self, "_text", None) is None:
             return
         palette = self.theme.palette
         fmt = QTextCharFormat()
         fmt.setBackground(QColor(palette.highlight))
         fmt.setForeground(QColor(palette.text))
         selections = []
-        for start, end in evidence.ranges:
+        last = max(0, self.text_view.document().characterCount() - 1)
+        for start, end in self._lit:
             cursor = QTextCursor(self.text_view.document())
-            cursor.setPosition(start + self._text_offset)
-            cursor.setPosition(end + self._text_offset, QTextCursor.MoveMode.KeepAnchor)
+            cursor.setPosition(min(start, last))
+            cursor.setPosition(min(end, last), QTextCursor.MoveMode.KeepAnchor)
             selection = QTextEdit.ExtraSelection()
             selection.cursor = cursor  # type: ignore[attr-defined]
             selection.format = fmt  # type: ignore[attr-defined]
             selections.append(selection)
         self.text_view.setExtraSelections(selections)
-        if evidence.ranges:
-            QTimer.singleShot(0, lambda: self._scroll_text_to(evidence.ranges[0][0]))
+        if self._lit:
+            first = self._lit[0][0]
+            QTimer.singleShot(0, lambda: self._scroll_text_to(first))
 
     def highlighted_text(self) -> list[str]:
         """The highlighted characters in the text view (used by tests and copy)."""
@@ -611,7 +729,7 @@ class EvidencePanel(QFrame):
 
     def _scroll_text_to(self, position: int) -> None:
         cursor = QTextCursor(self.text_view.document())
-        cursor.setPosition(position + self._text_offset)
+        cursor.setPosition(min(position, max(0, self.text_view.document().characterCount() - 1)))
         rect = self.text_view.cursorRect(cursor)
         bar = self.text_view.verticalScrollBar()
         bar.setValue(bar.value() + rect.top() - self.text_view.viewport().height() // 3)
@@ -674,11 +792,15 @@ class EvidencePanel(QFrame):
 
         def render(ctx: TaskContext) -> PdfEvidence:
             if request.page is not None and target == request.page:
-                words = _ocr_words(
-                    library, request.document_id, [(s.start, s.end) for s in request.spans]
-                )
+                spans = [(s.start, s.end) for s in request.spans]
+                spans = _term_spans(library, request.document_id, spans, request.terms)
+                words = _ocr_words(library, request.document_id, spans)
                 return render_pdf_evidence(
-                    path, target, [s.text for s in request.spans], words=words
+                    path,
+                    target,
+                    [s.text for s in request.spans],
+                    words=words,
+                    terms=request.terms,
                 )
             evidence = render_pdf_page(path, target)
             if library is not None and request.document_id is not None:
@@ -700,7 +822,19 @@ class EvidencePanel(QFrame):
         page = self.pdf_page if self.mode == "pdf" else self.current.page
         path = original_file(self.current.path) or self.current.path
         own = path == self.current.path and self.current.type == "pdf"
-        open_document(path, page if own else None)
+        if not open_document(path, page if own else None):
+            self._failed_path = path
+            self.open_failed_text.setText(
+                "This system has no program set up to open the file, so Lectern could not "
+                f"open it. It is at {path}"
+            )
+            self.open_failed.show()
+
+    def _copy_path(self) -> None:
+        QGuiApplication.clipboard().setText(self._failed_path)
+        self.copy_path_button.setText("Copied")
+        button = self.copy_path_button
+        QTimer.singleShot(1500, button, lambda: button.setText("Copy path"))
 
 
 def original_file(path: str) -> str | None:
@@ -747,6 +881,52 @@ def _ocr_words(
     for start, end in spans:
         words.extend(library.ocr_words(document_id, start, end))  # type: ignore[attr-defined]
     return words
+
+
+def map_ranges(source: str, shown: str, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` of ``source`` as ranges of ``shown``, the same text rendered (Markdown
+    without its markup): letters and digits are matched up, as :mod:`desktop.locate` does
+    for a PDF's own text."""
+    import difflib
+
+    a, a_index = folded(source)
+    b, b_index = folded(shown)
+    if not a or not b:
+        return []
+    to_b: dict[int, int] = {}
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            to_b[block.a + k] = block.b + k
+    out: list[tuple[int, int]] = []
+    for start, end in ranges:
+        inside = range(bisect_left(a_index, start), bisect_left(a_index, end))
+        mapped = [to_b[i] for i in inside if i in to_b]
+        if mapped:
+            lo, hi = b_index[min(mapped)], b_index[max(mapped)] + 1
+            # The closing punctuation is no letter, but it ends the sentence lit.
+            piece = source[start:end].rstrip()
+            tail = piece[len(piece.rstrip(".!?…:;,)]\"'”’*_")) :].replace("*", "").replace("_", "")
+            if tail and shown.startswith(tail, hi):
+                hi += len(tail)
+            out.append((lo, hi))
+    return out
+
+
+def _term_spans(
+    library: object,
+    document_id: int | None,
+    spans: Sequence[tuple[int, int]],
+    terms: Sequence[str],
+) -> list[tuple[int, int]]:
+    """The characters of the words matching ``terms`` inside ``spans`` (``spans`` itself
+    when there are no terms): what OCR boxes a search hit lights."""
+    if not terms:
+        return list(spans)
+    if library is None or document_id is None or not library.ocr_pages(document_id):  # type: ignore[attr-defined]
+        return []  # a digital page: its own text layer finds the words
+    text = library.document_text(document_id)  # type: ignore[attr-defined]
+    return [w for s, e in spans for w in term_ranges(text, terms, s, e)]
 
 
 def _unwrap(text: str) -> str:

@@ -66,7 +66,7 @@ def run_job(library: Library, job: IndexJob, report: Callable[[object, bool], No
     """Do ``job`` (on the engine thread); ``report(value, force)`` passes progress on."""
 
     def progress(p: IndexProgress) -> None:
-        report(p, p.files_done >= p.files_total)
+        report(p, p.finished)
 
     if job.files is not None:
         if job.retry:

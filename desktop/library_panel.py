@@ -126,6 +126,7 @@ class LibraryPanel(QFrame):
         self._watch_shown: dict[str, tuple[str, str]] = {}
         self._palette_shown = ""
         self._expanded: set[str] = set()
+        self._last_progress: IndexProgress | None = None
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 10, 10, 6)
@@ -203,6 +204,7 @@ class LibraryPanel(QFrame):
         self.progress_bar.setFixedHeight(6)
         pc.addWidget(self.progress_bar)
         self.progress_detail = QLabel(objectName="progressDetail")
+        self.progress_detail.setWordWrap(True)
         self.progress_current = QLabel(objectName="progressCurrent")
         self.progress_current.setSizePolicy(
             QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
@@ -297,8 +299,10 @@ class LibraryPanel(QFrame):
         self.empty.setVisible(not has)
         self.tree.setVisible(has)
         if has:
+            waiting = max(0, snapshot.chunks - snapshot.embedded)
             self.summary.setText(
                 f"{count_of(snapshot.documents, 'file')} · {count_of(snapshot.chunks, 'passage')}"
+                + (f" · {waiting} found by keyword only until embedded" if waiting else "")
             )
         self.summary.setVisible(has and not self.progress_card.isVisible())
 
@@ -516,27 +520,40 @@ class LibraryPanel(QFrame):
             self.progress_card.show()
             self.summary.hide()
         paused = self.backend.paused
-        if p.files_total:
-            self.progress_bar.setRange(0, p.files_total)
-            self.progress_bar.setValue(p.files_done)
+        verb = "Paused" if paused else "Indexing"
+        # Files are written (keyword-searchable) first and embedded behind: the bar counts
+        # the model's work, the slow part, so it moves evenly from start to end.
+        self.progress_bar.setRange(0, 1000)
+        self.progress_bar.setValue(int(1000 * p.fraction))
+        bits: list[str] = []
+        if p.files_total and p.files_done < p.files_total:
             self.progress_title.setText(
-                f"{'Paused' if paused else 'Indexing'} · {p.files_done} of {p.files_total} files"
+                f"{verb} · {p.files_done} of {count_of(p.files_total, 'file')}"
             )
             rate = p.files_per_s
-            bits = (
-                [f"{rate:.1f} files/s" if rate >= 0.95 else f"{rate * 60:.0f} files/min"]
-                if rate > 0
-                else []
+            if rate > 0:
+                bits.append(f"{rate:.1f} files/s" if rate >= 0.95 else f"{rate * 60:.0f} files/min")
+        elif p.passages_total > p.passages_embedded:
+            self.progress_title.setText(
+                f"{verb} · meaning search {p.passages_embedded} of {p.passages_total} passages"
             )
-            bits.append("paused" if paused else fmt_duration(p.eta_s))
-            if p.failed:
-                bits.append(f"{p.failed} failed")
-            self.progress_detail.setText(" · ".join(bits))
-            current = os.path.basename(p.current) if p.current else ""
-            self.progress_current.setText(current)
-            self.progress_current.setToolTip(p.current)
+            bits.append(
+                f"all {count_of(p.files_total, 'file')} searchable by keyword"
+                if p.files_total
+                else "searchable by keyword"
+            )
         else:
-            self.progress_bar.setRange(0, 0)
+            self.progress_title.setText(
+                f"{verb} · {p.files_done} of {count_of(p.files_total, 'file')}"
+            )
+        bits.append("paused" if paused else fmt_duration(p.eta_s))
+        if p.failed:
+            bits.append(f"{p.failed} failed")
+        self.progress_detail.setText(" · ".join(bits))
+        current = os.path.basename(p.current) if p.current else ""
+        self.progress_current.setText(current)
+        self.progress_current.setToolTip(p.current)
+        self._last_progress = p
 
     def _paused(self, paused: bool) -> None:
         if self.backend.cancelled:
@@ -552,6 +569,8 @@ class LibraryPanel(QFrame):
             self.progress_detail.setText("Paused · finished files are already searchable")
         else:
             self.progress_title.setText(self.progress_title.text().replace("Paused", "Indexing"))
+            if self._last_progress is not None:
+                self.set_progress(self._last_progress)  # not "paused" until the next report
 
     def _toggle_pause(self) -> None:
         if self.backend.paused:

@@ -56,6 +56,7 @@ from PySide6.QtGui import (
     QShortcut,
     QTextCharFormat,
     QTextCursor,
+    QTextDocument,
     QTextOption,
 )
 from PySide6.QtNetwork import (
@@ -167,6 +168,7 @@ __all__ = [
     "QTextBrowser",
     "QTextCharFormat",
     "QTextCursor",
+    "QTextDocument",
     "QTextEdit",
     "QTextOption",
     "QThread",

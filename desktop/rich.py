@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from collections.abc import Iterable
 
 from desktop.theme import Palette
@@ -126,47 +127,74 @@ def answer_html(
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def query_terms(query: str) -> set[str]:
-    from core.text import content_words
+def term_key(word: str) -> str:
+    """A word as the keyword index matches it: lowercased, accents stripped and the common
+    English endings folded the way its Porter stemmer folds them ("limits", "limited" and
+    "limiting" are one term), so what is highlighted is what was matched."""
+    w = "".join(
+        c for c in unicodedata.normalize("NFKD", word.casefold()) if not unicodedata.combining(c)
+    )
+    if len(w) > 4 and w.endswith("ies"):
+        w = w[:-3] + "y"
+    elif w.endswith("sses"):
+        w = w[:-2]
+    elif len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    if len(w) > 2 and w.endswith("e"):
+        w = w[:-1]
+    for suffix in () if w.endswith("eed") else ("ing", "ed"):
+        stem = w[: -len(suffix)]
+        if w.endswith(suffix) and len(stem) >= 2 and any(v in stem for v in "aeiouy"):
+            w = stem[:-1] if len(stem) > 3 and stem[-1] == stem[-2] not in "lsz" else stem
+            break
+    return w
 
-    return set(content_words(query))
+
+def query_terms(query: str) -> set[str]:
+    """The keys of the words a keyword search for ``query`` looks for (stop words left out,
+    as the index leaves them out)."""
+    from core.text import STOPWORDS, words
+
+    return {term_key(w) for w in words(query) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())}
+
+
+def term_ranges(
+    text: str, terms: Iterable[str], start: int = 0, end: int | None = None
+) -> list[tuple[int, int]]:
+    """``(start, end)`` of each word of ``text[start:end]`` that matches ``terms``."""
+    from core.text import STOPWORDS
+
+    wanted = set(terms)
+    found: list[tuple[int, int]] = []
+    for match in _WORD.finditer(text, start, len(text) if end is None else end):
+        word = match.group(0)
+        if word.casefold() not in STOPWORDS and term_key(word) in wanted:
+            found.append((match.start(), match.end()))
+    return found
 
 
 def highlight_terms_html(text: str, terms: Iterable[str], palette: Palette) -> str:
     """``text`` escaped, with words matching ``terms`` (stem-insensitive) highlighted."""
-    from core.text import content_words
-
-    wanted = set(terms)
     out: list[str] = []
     pos = 0
-    for match in _WORD.finditer(text):
-        word = match.group(0)
-        stems = content_words(word)
-        if stems and stems[0] in wanted:
-            out.append(html.escape(text[pos : match.start()], quote=False))
-            out.append(
-                f'<span style="background-color:{palette.match}; font-weight:600;">'
-                f"{html.escape(word, quote=False)}</span>"
-            )
-            pos = match.end()
+    for start, end in term_ranges(text, terms):
+        out.append(html.escape(text[pos:start], quote=False))
+        out.append(
+            f'<span style="background-color:{palette.match}; font-weight:600;">'
+            f"{html.escape(text[start:end], quote=False)}</span>"
+        )
+        pos = end
     out.append(html.escape(text[pos:], quote=False))
     return "".join(out)
 
 
 def snippet(text: str, terms: Iterable[str], limit: int = 420) -> str:
     """A window of ``text`` around its first matching word, on word boundaries."""
-    from core.text import content_words
-
     flat = " ".join(text.split())
     if len(flat) <= limit:
         return flat
-    wanted = set(terms)
-    first = 0
-    for match in _WORD.finditer(flat):
-        stems = content_words(match.group(0))
-        if stems and stems[0] in wanted:
-            first = match.start()
-            break
+    matches = term_ranges(flat, terms)
+    first = matches[0][0] if matches else 0
     start = max(0, first - limit // 4)
     if start:
         space = flat.find(" ", start)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from desktop.qt import (
@@ -102,23 +103,27 @@ class SearchResultsWidget(QFrame):
             card.setAccessibleName(f"Result {source.n}: {source.display_name}")
             lay = QVBoxLayout(card)
             lay.setContentsMargins(14, 10, 14, 12)
+            shown = snippet(source.text, self._terms)
             label = WrapLabel(
                 f'<span style="color:{palette.accent}; font-weight:600;">{source.n}</span>'
                 f"&nbsp;&nbsp;<b>{esc(shorten(source.section or source.display_name, 80))}</b>"
                 f' <span style="color:{palette.muted};">— {esc(source.where)}</span>'
                 f'<div style="margin-top:4px;">'
-                f"{highlight_terms_html(snippet(source.text, self._terms), self._terms, palette)}</div>"
+                f"{highlight_terms_html(shown, self._terms, palette)}</div>"
             )
             label.setObjectName("resultSnippet")
             label.setTextFormat(Qt.TextFormat.RichText)
             label.setWordWrap(True)
             lay.addWidget(label)
             card.label = label  # type: ignore[attr-defined]
-            card.clicked.connect(
-                lambda s=source: self.evidence_requested.emit(
-                    EvidenceRequest.for_source(s, f"Result {s.n}")
-                )
+            # The panel lights the searched words, not the whole passage (every line and
+            # table cell of it), and quotes what this card shows.
+            request = replace(
+                EvidenceRequest.for_source(source, f"Result {source.n}"),
+                terms=tuple(sorted(self._terms)),
+                quote=shown,
             )
+            card.clicked.connect(lambda r=request: self.evidence_requested.emit(r))
             self.results.addWidget(card)
             self.cards.append(card)
         del self._queue[:batch]

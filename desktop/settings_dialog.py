@@ -12,6 +12,7 @@ from desktop.qt import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
+    QEvent,
     QFormLayout,
     QFrame,
     QHBoxLayout,
@@ -213,6 +214,27 @@ class SettingsDialog(QDialog):
         self.refresh_models()
         if start_pull:
             self.start_pull(start_pull)
+
+    def event(self, event: QEvent) -> bool:
+        handled = super().event(event)
+        if event.type() == QEvent.Type.LayoutRequest:
+            self._fit_height()
+        return handled
+
+    def _fit_height(self) -> None:
+        """Grow to hold a status that wrapped onto more lines: a top-level window keeps
+        its size when a label inside it grows, and squeezes (or cuts) the rows instead."""
+        layout = self.layout()
+        if layout is None or not self.isVisible():
+            return
+        need = max(
+            layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth() else 0,
+            layout.totalMinimumSize().height(),
+        )
+        screen = self.screen().availableGeometry().height() if self.screen() else need
+        need = min(need, screen)
+        if need > self.height():
+            self.resize(self.width(), need)
 
     # --- reading the form ------------------------------------------------------------------
 

@@ -3,12 +3,16 @@ sources and citations, warnings, and the actions a failed answer offers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 from desktop.qt import (
     QFrame,
     QGuiApplication,
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSize,
     QSizePolicy,
     Qt,
     QTimer,
@@ -49,6 +53,27 @@ STRONG_WARNINGS = {
 ASK_AGAIN_WARNINGS = {"incomplete", "llm_timeout", "llm_unavailable"}
 
 
+class _Bubble(WrapLabel):
+    """The question: one line when it fits, wrapped when the column is narrower.
+
+    A minimum width would hold the column wider than a small window and push the answer
+    under the evidence panel; asking for the width in the size hint lets the layout give
+    less."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.wanted = 0
+
+    def sizeHint(self) -> QSize:
+        hint = super().sizeHint()
+        if not self.wanted:
+            return hint
+        return QSize(self.wanted, self.heightForWidth(self.wanted))
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(min(self.wanted or 120, 120), super().minimumSizeHint().height())
+
+
 class TurnWidget(QFrame):
     evidence_requested = Signal(object)  # EvidenceRequest
     action_requested = Signal(str, object)  # name, argument (pull / settings / retry)
@@ -64,7 +89,7 @@ class TurnWidget(QFrame):
 
         qrow = QHBoxLayout()
         qrow.addStretch(1)
-        self.question = WrapLabel(objectName="questionBubble")
+        self.question = _Bubble(objectName="questionBubble")
         self.question.setWordWrap(True)
         self.question.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.question.setMaximumWidth(640)
@@ -79,10 +104,12 @@ class TurnWidget(QFrame):
         head = QHBoxLayout()
         head.setSpacing(8)
         self.badge_icon = QLabel()
-        self.badge = QLabel(objectName="answerBadge")
-        head.addWidget(self.badge_icon)
-        head.addWidget(self.badge)
-        head.addStretch(1)
+        # Wraps in a narrow column rather than holding the card wider than the window.
+        self.badge = WrapLabel(objectName="answerBadge")
+        self.badge.setTextFormat(Qt.TextFormat.PlainText)
+        self.badge_icon.setAlignment(Qt.AlignmentFlag.AlignTop)
+        head.addWidget(self.badge_icon, 0, Qt.AlignmentFlag.AlignTop)
+        head.addWidget(self.badge, 1)
         self.copy_button = QToolButton(objectName="iconButton")
         self.copy_button.setToolTip("Copy the answer and its sources as Markdown")
         self.copy_button.setAccessibleName("Copy answer as Markdown")
@@ -168,7 +195,8 @@ class TurnWidget(QFrame):
             ),
             default=0,
         )
-        self.question.setMinimumWidth(min(longest + 34, 560))
+        self.question.wanted = min(longest + 34, 560)
+        self.question.updateGeometry()
         self._badge(palette)
         if turn.answer:
             known = turn.cited_numbers if turn.mode else {s.n for s in turn.sources} or None
@@ -251,6 +279,9 @@ class TurnWidget(QFrame):
                 )
                 lay.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
             self.notes.addWidget(row)
+            # A child added to a shown widget is shown by a queued call: shown now, a note
+            # and its button never lag a frame behind the answer (or a check of them).
+            row.show()
 
     def _error(self, palette: Palette) -> None:
         error = self.turn.error
@@ -310,6 +341,29 @@ class TurnWidget(QFrame):
         self.sources.setText("<br>".join(rows))
         self.sources_title.show()
         self.sources.show()
+
+    def forget_sources(self, kept: Callable[[str], bool]) -> bool:
+        """Blank the text of the sources whose document is no longer in the library (not
+        ``kept``), as the stored conversation does; True when any was."""
+        turn = self.turn
+        gone = {s.path for s in turn.sources if not s.removed and not kept(s.path)}
+        if not gone:
+            return False
+        turn.sources = [
+            replace(s, text="", removed=True) if s.path in gone else s for s in turn.sources
+        ]
+        by_n = {s.n: s for s in turn.sources}
+        turn.citations = [
+            replace(
+                c,
+                source=by_n.get(c.n, c.source),
+                spans=tuple(replace(span, text="") for span in c.spans),
+            )
+            if c.source is not None and c.source.path in gone
+            else c
+            for c in turn.citations
+        ]
+        return True
 
     # interaction ------------------------------------------------------------------------
 

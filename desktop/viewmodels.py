@@ -222,6 +222,10 @@ class EvidenceRequest:
     label: str  # "[2]" or "Result 3"
     removed: bool = False
     location: str = ""  # "slide 3", "Budget, row 12": shown for formats without pages
+    # A search hit: the words lit are these (``rich.term_key`` keys) inside the spans, not
+    # the spans whole; and the quote box shows ``quote``, the snippet its card showed.
+    terms: tuple[str, ...] = ()
+    quote: str = ""
 
     @classmethod
     def for_citation(cls, citation: CitationView) -> EvidenceRequest | None:

@@ -39,7 +39,7 @@ class WatchBridge(QObject):
     def report_progress(self, p: IndexProgress) -> None:
         # Called on the watcher's thread for every file: send a human-rate trickle.
         now = time.monotonic()
-        if p.files_done < p.files_total and now - self._last < PROGRESS_INTERVAL_S:
+        if not p.finished and now - self._last < PROGRESS_INTERVAL_S:
             return
         self._last = now
         self.progress.emit(p)

@@ -221,7 +221,7 @@ class WelcomeView(QScrollArea):
             )
             return
         fallback = (
-            "Until then, Lectern answers in <b>search-only mode</b>: it quotes the best "
+            "Until then, Lectern answers with <b>no model</b>, by quoting the best "
             "matching sentences from your documents, with their sources."
         )
         if status.state == "unreachable" and status.kind == "ollama":

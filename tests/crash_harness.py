@@ -406,15 +406,13 @@ class Snapshot:
 
 def snapshot(home: Path, folder: Path, words: list[str], embedder: object) -> Snapshot:
     """Read the library in this process (the model is passed in, loaded once)."""
-    from usearch.index import Index
-
     from core.config import Settings
     from core.library import Library
+    from core.store.vectors import saved_keys
 
     file_keys: set[int] | None = None
     try:
-        saved = Index.restore(str(Settings(home=home).vectors_path))
-        file_keys = {int(k) for k in saved.keys} if saved is not None else None
+        file_keys = {int(k) for k in saved_keys(Settings(home=home).vectors_path)}
     except Exception:
         file_keys = None
     lib = Library(Settings(home=home), embedder=embedder)  # type: ignore[arg-type]

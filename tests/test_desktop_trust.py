@@ -221,7 +221,7 @@ def test_badge_follows_each_answer_both_ways(
         assert pill.text() == "llama3.2"
         turn = ask(qtbot, window, QUESTION)
         assert turn.turn.mode == "extractive"
-        assert pill.text() == "Search-only"  # the answer showed it, no check needed
+        assert pill.text() == "No model · quoting passages"  # the answer showed it, no check needed
 
         server.start()  # back on the same port
         checks = len(server.requests_to("/api/tags"))
@@ -249,7 +249,7 @@ def test_badge_follows_the_server_without_a_request(
         pill = window.conversation.llm_pill
         assert pill.text() == "llama3.2"
         server.stop()
-        qtbot.waitUntil(lambda: pill.text() == "Search-only", timeout=20_000)
+        qtbot.waitUntil(lambda: pill.text() == "No model · quoting passages", timeout=20_000)
         server.start()
         qtbot.waitUntil(lambda: pill.text() == "llama3.2", timeout=20_000)
         # Periodic checks keep the badge as it is while they run: no flicker.

@@ -536,28 +536,35 @@ def test_extractive_answer_cites_the_right_place(formats: tuple[object, Path], c
     assert citation.to_json()["location"] == case.location
 
 
-class _Inline:
+def _inline_backend(library: object) -> object:
     """What the evidence panel asks of the app's backend, run at once on this thread
     against the real library (the panel's own code loads and highlights the text)."""
+    from desktop.qt import QObject, Signal
 
-    def __init__(self, library: object) -> None:
-        self.library = library
+    class Inline(QObject):
+        library_changed = Signal(object)
 
-    def run(
-        self,
-        fn: Callable[..., object],
-        *,
-        name: str,
-        on_result: Callable[[object], None],
-        on_error: Callable[[BaseException], None],
-        **_: object,
-    ) -> None:
-        try:
-            result = fn(self.library, None)
-        except Exception as exc:
-            on_error(exc)
-        else:
-            on_result(result)
+        def __init__(self) -> None:
+            super().__init__()
+            self.library = library
+
+        def run(
+            self,
+            fn: Callable[..., object],
+            *,
+            name: str,
+            on_result: Callable[[object], None],
+            on_error: Callable[[BaseException], None],
+            **_: object,
+        ) -> None:
+            try:
+                result = fn(self.library, None)
+            except Exception as exc:
+                on_error(exc)
+            else:
+                on_result(result)
+
+    return Inline()
 
 
 def test_evidence_panel_names_the_place_and_highlights_the_words(
@@ -570,7 +577,7 @@ def test_evidence_panel_names_the_place_and_highlights_the_words(
 
     library, _ = formats
     theme = Theme("light")
-    panel = EvidencePanel(_Inline(library), theme)  # type: ignore[arg-type]
+    panel = EvidencePanel(_inline_backend(library), theme)  # type: ignore[arg-type]
     qtbot.addWidget(panel)  # type: ignore[attr-defined]
     panel.show()
     for case in (CASES[0], CASES[2], CASES[3], CASES[10]):  # deck, e-book, sheet, mailbox

@@ -526,9 +526,11 @@ def test_search_keeps_working_while_a_sync_runs(library: Library, notes: Path) -
     searched = threading.Event()
 
     def progress(p: IndexProgress) -> None:
-        if p.files_done == total // 2:
+        # Hold the sync mid-run, once some of its files are keyword-searchable and before
+        # the model has embedded them, while the other thread searches.
+        if p.files_searchable and p.passages_embedded < p.passages_total and not midway.is_set():
             midway.set()
-            searched.wait(120)  # hold the sync mid-run while the other thread searches
+            searched.wait(120)
 
     result: list[IndexReport] = []
     sync = threading.Thread(
@@ -540,14 +542,19 @@ def test_search_keeps_working_while_a_sync_runs(library: Library, notes: Path) -
         # Documents indexed before the run: both retrievers, from another thread.
         assert found(library, "aardvark census", mode="bm25")
         assert found(library, "aardvark census", mode="hybrid")
-        # Files already written in this run are searchable by meaning straight away.
-        assert any("lapwing" in h.text for h in library.search("lapwing flocks", mode="dense"))
+        # Files already written in this run are searchable by keyword straight away,
+        # and hybrid finds them too while meaning search cannot see them yet.
+        assert any("lapwing" in h.text for h in library.search("lapwing flocks", mode="bm25"))
+        assert any("lapwing" in h.text for h in library.search("lapwing flocks", mode="hybrid"))
+        assert not any("lapwing" in h.text for h in library.search("lapwing flocks", mode="dense"))
         assert sync.is_alive()
     finally:
         searched.set()
         sync.join(300)
     assert result and result[0].added == total
     assert found(library, "Incoming report 11 about lapwing")
+    # Once the run is over, by meaning too.
+    assert any("lapwing" in h.text for h in library.search("lapwing flocks", mode="dense"))
     assert_consistent(library)
 
 

@@ -6,7 +6,9 @@ sentence that states something without a citation is marked unsupported, and a n
 identifier that none of the cited sources contains is flagged. For each citation the
 sentence(s) of the cited chunk that best support the citing sentence are located (meaning
 via the embedding model plus plain word overlap) and returned as character offsets into
-the *document* text, always inside the cited chunk, so the desktop app can highlight them.
+the *document* text, so the desktop app can highlight them: inside the cited chunk, except
+that a long sentence the chunker split is grown into the next chunk as far as the claim
+supports it.
 """
 
 from __future__ import annotations
@@ -315,12 +317,83 @@ def to_spans(
     return tuple(spans)
 
 
-class SpanFinder:
-    """Locates supporting sentences, embedding each chunk's sentences once."""
+# A sentence over ``split_sentences``' length limit arrives in line-sized pieces, and the
+# chunker may put a chunk boundary between them: a long cited sentence would then be
+# quoted and highlighted one line at a time. The pick grows over the neighbouring lines of
+# the same sentence that the claim's words support.
+_SENTENCE_END = re.compile(r"[.!?…。！？][\"'”’)\]]*$")
+_GROW_SUPPORT = 0.5  # share of a line's content words the claim must contain
+_GROW_LIMIT = 2000  # characters a span may grow by, each way
+_STOP = re.compile(r"[.!?…。！？][\"'”’)\]]*(?=\s+(?![a-z])|$)")
+_STOP_SPACE = re.compile(r"[.!?…。！？][\"'”’)\]]*\s+(?![a-z])")
+_HEADING_CHARS = 40  # a line above this short, before a capital, is taken for a heading
 
-    def __init__(self, embedder: Embedder | None = None, page_of: PageLookup | None = None) -> None:
+
+def _ends_sentence(text: str) -> bool:
+    return bool(_SENTENCE_END.search(text[-8:].rstrip()))
+
+
+def _supported(piece: str, claim_words: set[str]) -> bool:
+    words = set(content_words(piece))
+    return not words or len(words & claim_words) / len(words) >= _GROW_SUPPORT
+
+
+def grow_span(text: str, start: int, end: int, claim: str) -> tuple[int, int]:
+    """``[start, end)`` of ``text`` grown line by line over the rest of its sentence, as
+    far as the claim supports it; never past a sentence end or a blank line."""
+    claim_words = set(content_words(claim))
+    if not claim_words:
+        return start, end
+    # Only a window is looked at: ``text`` may be a whole book.
+    w0 = max(0, start - _GROW_LIMIT)
+    window = text[w0 : end + _GROW_LIMIT]
+    lo, hi = start - w0, end - w0
+    while hi < len(window) and not _ends_sentence(window[lo:hi]):
+        nxt = hi
+        while nxt < len(window) and window[nxt].isspace():
+            nxt += 1
+        if window.count("\n", hi, nxt) > 1 or nxt >= len(window):
+            break
+        line_end = window.find("\n", nxt)
+        line_end = len(window) if line_end < 0 else line_end
+        stop = _STOP.search(window, nxt, line_end)
+        piece_end = stop.end() if stop else line_end
+        if not _supported(window[nxt:piece_end], claim_words):
+            break
+        hi = piece_end
+    while lo > 0:
+        before = lo
+        while before > 0 and window[before - 1].isspace():
+            before -= 1
+        if before == 0 or _ends_sentence(window[:before]) or window.count("\n", before, lo) > 1:
+            break
+        line_start = window.rfind("\n", 0, before) + 1
+        stops = list(_STOP_SPACE.finditer(window, line_start, before))
+        piece_start = stops[-1].end() if stops else line_start
+        heading = "\n" in window[before:lo] and before - piece_start < _HEADING_CHARS
+        if heading and window[lo].isupper():
+            break
+        if not _supported(window[piece_start:before], claim_words):
+            break
+        lo = piece_start
+    return lo + w0, hi + w0
+
+
+class SpanFinder:
+    """Locates supporting sentences, embedding each chunk's sentences once.
+
+    ``text_of`` (a hit's whole document text, or None) lets a cited sentence that the
+    chunker split across chunks be quoted whole."""
+
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        page_of: PageLookup | None = None,
+        text_of: Callable[[Hit], str | None] | None = None,
+    ) -> None:
         self.embedder = embedder
         self.page_of = page_of
+        self.text_of = text_of
         self._sentences: dict[int, list[tuple[int, int]]] = {}
         self._vectors: dict[int, np.ndarray] = {}
         self._claims: dict[str, np.ndarray] = {}
@@ -379,7 +452,42 @@ class SpanFinder:
         scored = _score_sentences(
             claim, self._claims.get(claim), hit.text, sentences, self._vectors.get(self._key(hit))
         )
-        return to_spans(hit, _pick(claim, scored), self.page_of)
+        return self.grown(hit, to_spans(hit, _pick(claim, scored), self.page_of), claim)
+
+    def grown(self, hit: Hit, spans: tuple[Span, ...], claim: str) -> tuple[Span, ...]:
+        """``spans`` grown over the rest of their sentences where ``claim`` supports it:
+        into the document beyond the chunk when ``text_of`` gives its text."""
+        document: str | None = None
+        bounds: list[tuple[int, int]] = []
+        for span in spans:
+            lo, hi = grow_span(hit.text, span.start - hit.start, span.end - hit.start, claim)
+            # A chunk starts at a capital unless the chunker split a sentence before it.
+            cut_before = lo == 0 and hit.start > 0 and not hit.text.lstrip()[:1].isupper()
+            cut_after = hi == len(hit.text) and not _ends_sentence(hit.text[lo:hi])
+            lo, hi = lo + hit.start, hi + hit.start
+            if (cut_before or cut_after) and self.text_of is not None:
+                if document is None:
+                    document = self.text_of(hit) or ""
+                    # Only the text this hit was read from: the file may have changed since.
+                    if document[hit.start : hit.end] != hit.text:
+                        document = ""
+                if document:
+                    lo, hi = grow_span(document, lo, hi, claim)
+            if bounds and lo <= bounds[-1][1]:  # grown into the previous span: one span
+                lo, hi = bounds[-1][0], max(hi, bounds[-1][1])
+                bounds.pop()
+            bounds.append((lo, hi))
+        if bounds == [(s.start, s.end) for s in spans]:
+            return spans
+        out: list[Span] = []
+        for lo, hi in bounds:
+            inside = hit.start <= lo and hi <= hit.end
+            text = hit.text[lo - hit.start : hi - hit.start] if inside else (document or "")[lo:hi]
+            page = self.page_of(hit, lo) if self.page_of is not None else None
+            if page is None:
+                page = next((s.page for s in spans if s.start == lo), hit.page)
+            out.append(Span(start=lo, end=hi, page=page, text=text))
+        return tuple(out)
 
     def best_score(self, claim: str, hit: Hit) -> float:
         sentences = self.sentences(hit)

@@ -71,6 +71,43 @@ def _clean(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+_TERMINAL = tuple(".!?:;,…。！？")
+_HEADING_MAX = 80  # characters: a longer line is running text
+
+
+def _is_heading(line: str, headings: set[str]) -> bool:
+    """A line that titles what follows: a Markdown heading, one of the chunk's own
+    headings, or a short title-cased line without closing punctuation."""
+    line = line.strip()
+    if not line:
+        return False
+    if line.startswith("#") or line.casefold() in headings:
+        return True
+    if len(line) > _HEADING_MAX or line.endswith(_TERMINAL) or "|" in line:
+        return False  # running text, or a table row (a sheet's or a CSV's)
+    words = [w for w in re.findall(r"\w+", line) if len(w) > 3]
+    return bool(words) and sum(w[0].isupper() or w[0].isdigit() for w in words) >= 0.6 * len(words)
+
+
+def _after_headings(text: str, start: int, end: int, headings: set[str]) -> int:
+    """Where the sentence ``text[start:end]`` starts once the heading lines it opens with
+    are left out: quoted with it, a heading runs into the sentence ("Travel Policy This
+    policy applies…"). ``end`` when the sentence is headings only."""
+    while start < end:
+        newline = text.find("\n", start, end)
+        if newline < 0:
+            # The last line: only a known heading goes; a short title-cased line alone (a
+            # name, a row) is the sentence itself.
+            last = text[start:end].strip()
+            return end if last.startswith("#") or last.casefold() in headings else start
+        if not _is_heading(text[start:newline], headings):
+            return start
+        start = newline + 1
+        while start < end and text[start].isspace():
+            start += 1
+    return end
+
+
 def _weighted_overlap(
     question_words: list[str], sentence_words: set[str], idf: dict[str, float]
 ) -> float:
@@ -93,14 +130,18 @@ def score_sentences(
     """Every sentence of the top ``max_hits`` hits, best first."""
     finder = finder or SpanFinder(embedder)
     top = list(hits[:max_hits])
-    candidates: list[tuple[int, int, int]] = []
+    # (hit, start, end, sentence number): a quoted sentence starts after its headings,
+    # while its meaning is the sentence's as embedded, headings and all.
+    candidates: list[tuple[int, int, int, int]] = []
     for i, hit in enumerate(top):
-        for s, e in finder.sentences(hit):
+        headings = {h.strip().casefold() for h in hit.heading_path if h.strip()}
+        for j, (s, e) in enumerate(finder.sentences(hit)):
+            s = _after_headings(hit.text, s, e, headings)
             if e - s >= MIN_SENTENCE_CHARS and re.search(r"\w{2}", hit.text[s:e]):
-                candidates.append((i, s, e))
+                candidates.append((i, s, e, j))
     if not candidates:
         return []
-    texts = [_clean(top[i].text[s:e]) for i, s, e in candidates]
+    texts = [_clean(top[i].text[s:e]) for i, s, e, _ in candidates]
     q_words = content_words(question)
     sent_words = [set(content_words(t)) for t in texts]
     # Rarer question words matter more: "Rollo" beats "leader" (document frequency over
@@ -117,14 +158,13 @@ def score_sentences(
         k = 0
         for i, hit in enumerate(top):
             q_vec, s_vecs = finder.vectors(question, hit)
-            index = {span: j for j, span in enumerate(finder.sentences(hit))}
             while k < n and candidates[k][0] == i:
-                _, s, e = candidates[k]
+                j = candidates[k][3]
                 if q_vec is not None and s_vecs is not None:
-                    cosines[k] = float(s_vecs[index[(s, e)]] @ q_vec)
+                    cosines[k] = float(s_vecs[j] @ q_vec)
                 k += 1
     scored: list[ScoredSentence] = []
-    for k, (i, s, e) in enumerate(candidates):
+    for k, (i, s, e, _) in enumerate(candidates):
         ov = _weighted_overlap(q_words, sent_words[k], idf)
         cos = float(cosines[k])
         score = cos + OVERLAP_WEIGHT * ov - RANK_DECAY * i

@@ -19,6 +19,7 @@ import numpy as np
 from core.records import Chunk, DocState, Document, FileInfo, PageSpan, PreparedFile
 from core.store import ocr as ocr_words
 from core.store.db import Database
+from core.store.lookup import id_list
 from core.store.vectors import blobs_to_matrix
 
 
@@ -40,6 +41,18 @@ class DocumentWrite:
     document_id: int
     old_chunk_ids: tuple[int, ...]
     new_chunk_ids: np.ndarray
+    # Of ``new_chunk_ids``, those written with an embedding (the rest wait for the
+    # meaning pass), and their vectors in the same order.
+    embedded_ids: np.ndarray
+    embedded_vectors: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class Unembedded:
+    """A chunk written without its embedding yet: the meaning pass's work."""
+
+    chunk_id: int
+    embedding_text: str
 
 
 _DOCUMENT_COLUMNS = (
@@ -266,27 +279,67 @@ class DocumentStore:
         )
         return {r[0] for r in rows}
 
-    def chunk_embeddings(self, document_id: int, dim: int) -> np.ndarray:
+    # --- the meaning pass: chunks written before their embedding ---------------------
+
+    def unembedded(self, after_id: int, limit: int) -> list[Unembedded]:
+        """Chunks still without an embedding, oldest first, with ids above ``after_id``
+        (the caller's cursor: ids only grow). Only indexed documents have chunks."""
         rows = (
             self.db.cursor()
             .execute(
-                "SELECT embedding FROM chunks WHERE document_id = ? ORDER BY ordinal",
-                [document_id],
+                """SELECT c.id, coalesce(c.context, ''), c.text FROM chunks c
+                   WHERE c.embedding IS NULL AND c.id > ? ORDER BY c.id LIMIT ?""",
+                [int(after_id), int(limit)],
             )
             .fetchall()
         )
-        return blobs_to_matrix([r[0] for r in rows], dim)
+        return [Unembedded(int(i), f"{ctx}\n{text}" if ctx else text) for i, ctx, text in rows]
+
+    def set_embeddings(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> np.ndarray:
+        """Store the embeddings of chunks written without one; returns the ids actually
+        updated (a chunk deleted meanwhile, by an edit or a removal, is skipped)."""
+        if not len(chunk_ids):
+            return np.zeros(0, dtype=np.uint64)
+        new_embeddings = {  # noqa: F841 - read by DuckDB's replacement scan below
+            "id": np.asarray(chunk_ids, dtype=np.int64),
+            "embedding": np.array(
+                [np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors],
+                dtype=object,
+            ),
+        }
+        with self.db.transaction() as cur:
+            updated = cur.execute(
+                f"""UPDATE chunks SET embedding = r.embedding::BLOB FROM new_embeddings r
+                    WHERE chunks.id = r.id AND chunks.id IN ({id_list(chunk_ids)})
+                      AND chunks.embedding IS NULL
+                    RETURNING chunks.id""",
+            ).fetchall()
+        return np.array(sorted(int(r[0]) for r in updated), dtype=np.uint64)
+
+    def embedding_counts(self) -> tuple[int, int]:
+        """(chunks with an embedding, all chunks): how much is searchable by meaning."""
+        row = self.db.cursor().execute("SELECT count(embedding), count(*) FROM chunks").fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     # --- the indexer's writes -----------------------------------------------------------
 
     def write_document(
-        self, prepared: PreparedFile, vectors: np.ndarray | None, index_config: str
+        self,
+        prepared: PreparedFile,
+        vectors: Sequence[np.ndarray | None] | None,
+        index_config: str,
     ) -> DocumentWrite:
-        """Replace the file's rows (document, text, chunks) in one transaction."""
+        """Replace the file's rows (document, text, chunks) in one transaction.
+
+        ``vectors`` holds one embedding per chunk, or None where it is not known yet:
+        such a chunk is keyword-searchable at once and embedded later by the meaning pass
+        (``unembedded``, ``set_embeddings``)."""
         info = prepared.info
         parsed = prepared.parsed
         old_ids: list[int] = []
         new_keys: np.ndarray = np.zeros(0, dtype=np.uint64)
+        embedded_keys: np.ndarray = np.zeros(0, dtype=np.uint64)
+        embedded: np.ndarray | None = None
         with self.db.transaction() as cur:
             row = cur.execute("SELECT id FROM documents WHERE path = ?", [info.path]).fetchone()
             if row is None:
@@ -312,6 +365,7 @@ class DocumentStore:
             chunk_count = 0
             if prepared.reuse_from is not None:
                 title, pages, new_keys = self._copy_from_donor(cur, doc_id, prepared.reuse_from)
+                embedded_keys, embedded = _embedded_rows(cur, doc_id)
                 ocr_words.copy_words(cur, doc_id, prepared.reuse_from)
                 chunk_count = len(new_keys)
             elif parsed is not None:
@@ -328,9 +382,16 @@ class DocumentStore:
                 # The words OCR read, with their boxes: in this transaction, so a
                 # document never lacks the boxes its citations are drawn from.
                 ocr_words.insert_words(cur, doc_id, parsed.words)
-                if prepared.state is DocState.INDEXED and vectors is not None:
-                    new_keys = _insert_chunks(cur, doc_id, prepared.chunks, vectors)
+                if prepared.state is DocState.INDEXED:
+                    slots = list(vectors) if vectors is not None else [None] * len(prepared.chunks)
+                    new_keys = _insert_chunks(cur, doc_id, prepared.chunks, slots)
                     chunk_count = len(new_keys)
+                    known = [i for i, v in enumerate(slots) if v is not None]
+                    embedded_keys = new_keys[known]
+                    known_vectors = [v for v in slots if v is not None]
+                    embedded = (
+                        np.vstack(known_vectors).astype(np.float32) if known_vectors else None
+                    )
             cur.execute(
                 """UPDATE documents SET folder = ?, size = ?, mtime = ?, content_hash = ?, type = ?, title = ?,
                        pages = ?, state = ?, reason = ?, chunks = ?, index_config = ?, indexed_at = current_timestamp
@@ -351,7 +412,7 @@ class DocumentStore:
                 ],
             )
             self._bump_version(cur)
-        return DocumentWrite(doc_id, tuple(old_ids), new_keys)
+        return DocumentWrite(doc_id, tuple(old_ids), new_keys, embedded_keys, embedded)
 
     def _copy_from_donor(
         self, cur: duckdb.DuckDBPyConnection, doc_id: int, donor: int
@@ -428,11 +489,26 @@ class DocumentStore:
         return len(ids), chunk_ids
 
 
+def _embedded_rows(
+    cur: duckdb.DuckDBPyConnection, doc_id: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    rows = cur.execute(
+        "SELECT id, embedding FROM chunks WHERE document_id = ? AND embedding IS NOT NULL "
+        "ORDER BY id",
+        [doc_id],
+    ).fetchall()
+    if not rows:
+        return np.zeros(0, dtype=np.uint64), None
+    keys = np.array([r[0] for r in rows], dtype=np.uint64)
+    dim = len(rows[0][1]) // 4
+    return keys, blobs_to_matrix([r[1] for r in rows], dim)
+
+
 def _insert_chunks(
     cur: duckdb.DuckDBPyConnection,
     doc_id: int,
     chunks: Sequence[Chunk],
-    vectors: np.ndarray,
+    vectors: Sequence[np.ndarray | None],
 ) -> np.ndarray:
     ids = np.array(
         [
@@ -460,7 +536,11 @@ def _insert_chunks(
         "heading_path": np.array([json.dumps(list(c.heading_path)) for c in chunks], dtype=object),
         "token_count": np.array([c.token_count for c in chunks], dtype=np.int32),
         "embedding": np.array(
-            [np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors], dtype=object
+            [
+                None if v is None else np.ascontiguousarray(v, dtype=np.float32).tobytes()
+                for v in vectors
+            ],
+            dtype=object,
         ),
     }
     cur.execute(

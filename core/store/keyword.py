@@ -31,23 +31,39 @@ it runs on its own thread (``refresh(background=True)``) without the write lock:
 creates new tables, readers and the indexer carry on with the old base and a growing
 delta, and the write lock is taken only for the switch (with a fresh delta of the chunks
 newer than the new base).
+
+A query never reads fts's ``terms`` table (one row per token occurrence, ~30 million at
+300k chunks: every query scanned it, 243 ms p95). Each snapshot instead keeps, beside its
+fts ``dict``/``docs``/``stats``, a postings table with one row per term (the documents
+holding it and their term frequencies, packed as little-endian arrays). A query reads the
+dictionary rows of its stemmed terms, then only those terms' postings rows, and scores
+them with numpy in the same BM25 formula and combined statistics; liveness and filters are
+then checked on the best few hundred with a literal id list (more are taken when too few
+survive), so the result is the same top-k the full join gave. Once the postings are
+derived, ``terms`` and the snapshot's copy of the text are dropped: the file holds the
+dictionary, document lengths and postings only.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
+import math
+import tempfile
 import threading
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 
 from core.errors import DiskFullError, IndexBusyError, StoreError
 from core.records import SearchFilters
 from core.store.db import Database, scalar, set_aside
-from core.store.lookup import filter_clause
+from core.store.lookup import filter_clause, id_list
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +84,16 @@ MERGE_MIN_CHUNKS = 2_000
 # the two. Short passages (abstracts, chunks) want little length normalisation.
 BM25_K1 = 0.9
 BM25_B = 0.4
+# The layout of a snapshot (fts dict/docs/stats plus packed postings, no ``terms``). A
+# keyword file written in another layout is rebuilt in the background at open.
+FORMAT = "postings-2"
+# Postings are derived from fts's ``terms`` in termid ranges of about this many rows, so
+# a rebuild holds tens of megabytes, not the whole index, in memory.
+POSTINGS_BATCH_ROWS = 2_000_000
+# Candidates checked for liveness and filters in a first round, beyond ``limit``.
+FIRST_CHECK_EXTRA = 100
+# Past this many candidates checked by id, the allowed chunks are listed instead.
+MAX_CHECKED_BY_ID = 5_000
 
 
 @dataclass(frozen=True)
@@ -75,10 +101,52 @@ class KeywordState:
     base: str | None
     delta: str | None
     watermark: int
+    # Unique per build: a snapshot name is reused every other rebuild, so cached
+    # per-snapshot arrays are keyed by this.
+    base_stamp: str = ""
+    delta_stamp: str = ""
+
+
+@dataclass
+class _Snapshot:
+    """What a query needs of one built snapshot besides the postings of its terms:
+    docid -> chunk id and docid -> length (a few MB at 300k chunks), and fts's stats.
+    Snapshots never change once built, so this is read once per build."""
+
+    chunk_ids: np.ndarray
+    lengths: np.ndarray
+    num_docs: int
+    avgdl: float
+    # (avgdl, norm) in one reference, so a concurrent query never pairs one with the
+    # other's.
+    norm: tuple[float, np.ndarray] | None = None
+
+    def length_norm(self, avgdl: float) -> np.ndarray:
+        """k1 * (1 - b + b * len / avgdl) per docid, for the combined ``avgdl`` (which
+        moves with every delta rebuild)."""
+        cached = self.norm
+        if cached is not None and cached[0] == avgdl:
+            return cached[1]
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths / avgdl)
+        self.norm = (avgdl, norm)
+        return norm
 
 
 def _schema(table: str) -> str:
     return f"{ALIAS}.fts_main_{table}"
+
+
+def _postings(table: str) -> str:
+    return f"{ALIAS}.{table}_postings"
+
+
+def fts_pragma(table: str) -> str:
+    """The fts index every snapshot gets (its tokenizer, stemmer and stopwords)."""
+    return (
+        f"PRAGMA create_fts_index('{table}', 'chunk_id', 'body', stemmer='porter', "
+        f"stopwords='english', ignore='{IGNORE_PATTERN}', strip_accents=1, lower=1, "
+        "overwrite=1)"
+    )
 
 
 class KeywordIndex:
@@ -95,7 +163,19 @@ class KeywordIndex:
         # it was kept under when it had to be set aside.
         self.recovery = ""
         self.kept_at: Path | None = None
+        self._snapshots: dict[str, _Snapshot] = {}
+        self._snapshots_lock = threading.Lock()
+        # kw_meta is written only through _set (this process owns the file), so the state
+        # is read once per change, not once per query.
+        self._state: KeywordState | None = None
+        self._meta_changes = 0
+        # The last query's scores: retrieval asks again with a larger limit when too few
+        # documents came back, and only the liveness check depends on the limit.
+        self._last_scored: (
+            tuple[tuple[str, tuple[tuple[str, str], ...]], np.ndarray, np.ndarray] | None
+        ) = None
         self._attach()
+        self._check_format()
 
     def _attach(self) -> None:
         target = self.path if self.path is not None else Path(":memory:")
@@ -117,6 +197,28 @@ class KeywordIndex:
         self.db.cursor().execute(
             f"CREATE TABLE IF NOT EXISTS {ALIAS}.kw_meta(key VARCHAR PRIMARY KEY, value VARCHAR)"
         )
+
+    def _check_format(self) -> None:
+        """A keyword file from before the postings layout is emptied and rebuilt in the
+        background (``recovery``); meanwhile search finds passages by meaning."""
+        if self._get("kw_format") == FORMAT:
+            return
+        state = self.state()
+        with self.db.write_lock, self._kw_cursor() as cur:
+            for name in (*BASE_NAMES, *DELTA_NAMES):
+                self._drop(cur, name)
+            self._set(
+                cur,
+                {
+                    "kw_base": "",
+                    "kw_delta": "",
+                    "kw_watermark": "0",
+                    "kw_built_version": "",
+                    "kw_format": FORMAT,
+                },
+            )
+        if state.base or state.delta:
+            self.recovery = self.recovery or "upgrading"
 
     def _get(self, key: str, default: str | None = None) -> str | None:
         row = (
@@ -143,6 +245,10 @@ class KeywordIndex:
             except duckdb.Error:
                 pass
             raise
+        finally:
+            with self._snapshots_lock:
+                self._meta_changes += 1
+                self._state = None
 
     @contextmanager
     def _kw_cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -173,10 +279,33 @@ class KeywordIndex:
     # --- state ------------------------------------------------------------------
 
     def state(self) -> KeywordState:
+        """Read in one query, so a concurrent switch is seen whole or not at all; kept
+        until the next change unless a change landed while it was being read."""
+        cached = self._state
+        if cached is not None:
+            return cached
+        changes = self._meta_changes
+        state = self._read_state()
+        with self._snapshots_lock:
+            if self._meta_changes == changes:
+                self._state = state
+        return state
+
+    def _read_state(self) -> KeywordState:
+        rows = dict(
+            self.db.cursor()
+            .execute(
+                f"SELECT key, value FROM {ALIAS}.kw_meta WHERE key IN "
+                "('kw_base', 'kw_delta', 'kw_watermark', 'kw_base_stamp', 'kw_delta_stamp')"
+            )
+            .fetchall()
+        )
         return KeywordState(
-            base=self._get("kw_base") or None,
-            delta=self._get("kw_delta") or None,
-            watermark=int(self._get("kw_watermark", "0") or 0),
+            base=rows.get("kw_base") or None,
+            delta=rows.get("kw_delta") or None,
+            watermark=int(rows.get("kw_watermark") or 0),
+            base_stamp=rows.get("kw_base_stamp") or "",
+            delta_stamp=rows.get("kw_delta_stamp") or "",
         )
 
     def is_current(self) -> bool:
@@ -305,6 +434,8 @@ class KeywordIndex:
                 "kw_delta": delta if self._has_rows(cur, delta) else "",
                 "kw_watermark": str(watermark),
                 "kw_built_version": version,
+                "kw_base_stamp": _stamp(name),
+                "kw_delta_stamp": _stamp(delta),
             },
         )
         for old in (state.base, state.delta):
@@ -327,6 +458,8 @@ class KeywordIndex:
                     "kw_delta": "",
                     "kw_watermark": str(watermark),
                     "kw_built_version": version,
+                    "kw_base_stamp": _stamp(name),
+                    "kw_delta_stamp": "",
                 },
             )
             for old in (state.base, state.delta):
@@ -345,6 +478,7 @@ class KeywordIndex:
                 {
                     "kw_delta": name if self._has_rows(cur, name) else "",
                     "kw_built_version": version,
+                    "kw_delta_stamp": _stamp(name),
                 },
             )
             if state.delta and state.delta != name:
@@ -360,16 +494,88 @@ class KeywordIndex:
             f'FROM "{self.db.catalog}".main.chunks WHERE {where}',
             params,
         )
-        if self._has_rows(cur, name):
-            cur.execute(
-                f"PRAGMA create_fts_index('{name}', 'chunk_id', 'body', stemmer='porter', "
-                f"stopwords='english', ignore='{IGNORE_PATTERN}', strip_accents=1, lower=1, "
-                "overwrite=1)"
-            )
+        if scalar(cur, f"SELECT count(*) FROM {name}"):
+            cur.execute(fts_pragma(name))
+            self._build_postings(cur, name)
+            # Only the postings are read from here on; the token table and the copy of
+            # the text are most of the file.
+            cur.execute(f"DROP TABLE fts_main_{name}.terms")
+        cur.execute(f"DROP TABLE {name}")
+
+    def _build_postings(self, cur: duckdb.DuckDBPyConnection, name: str) -> None:
+        """One row per term: its docids (uint32) and term frequencies (uint8, or uint16
+        when a frequency passes 255), ascending by docid, in termid order."""
+        schema = f"fts_main_{name}"
+        cur.execute(
+            f"CREATE TABLE {name}_postings(termid BIGINT PRIMARY KEY, docids BLOB, tfs BLOB)"
+        )
+        # df sums to the (term, document) pairs, so cumulative df cuts termid ranges of
+        # about POSTINGS_BATCH_ROWS postings each.
+        df = cur.execute(f"SELECT termid, df FROM {schema}.dict ORDER BY termid").fetchnumpy()
+        termids = np.asarray(df["termid"], dtype=np.int64)
+        if not len(termids):
+            return
+        batch_of = np.cumsum(np.asarray(df["df"], dtype=np.int64)) // POSTINGS_BATCH_ROWS
+        cuts = np.flatnonzero(np.diff(batch_of)) + 1
+        for lo_i, hi_i in zip(
+            np.concatenate([[0], cuts]), np.concatenate([cuts, [len(termids)]]), strict=True
+        ):
+            if self._closing:
+                raise duckdb.InterruptException("the library is closing")
+            lo, hi = int(termids[lo_i]), int(termids[hi_i - 1])
+            rows = cur.execute(
+                f"SELECT termid, docid, count(*) AS tf FROM {schema}.terms "
+                f"WHERE termid BETWEEN {lo} AND {hi} GROUP BY termid, docid"
+            ).fetchnumpy()
+            term = np.asarray(rows["termid"], dtype=np.int64)
+            doc = np.asarray(rows["docid"], dtype=np.int64)
+            tf = np.asarray(rows["tf"], dtype=np.int64)
+            order = np.lexsort((doc, term))
+            term, doc, tf = term[order], doc[order], tf[order]
+            starts = np.concatenate([[0], np.flatnonzero(np.diff(term)) + 1])
+            ends = np.concatenate([starts[1:], [len(term)]])
+            docs32 = doc.astype("<u4")
+            blob_docs, blob_tfs = [], []
+            for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+                blob_docs.append(base64.b64encode(docs32[a:b].tobytes()).decode("ascii"))
+                part = tf[a:b]
+                packed = part.astype("<u1" if part.max() <= 255 else "<u2").tobytes()
+                blob_tfs.append(base64.b64encode(packed).decode("ascii"))
+            # Base64 text through a CSV file: DuckDB 1.5 takes Python bytes, lists and
+            # object arrays at milliseconds a row (it tries to import pandas per value).
+            lines = [
+                f"{t},{d},{f}"
+                for t, d, f in zip(term[starts].tolist(), blob_docs, blob_tfs, strict=True)
+            ]
+            scratch = self._scratch(name)
+            try:
+                scratch.write_text("\n".join(lines) + "\n", encoding="ascii")
+                cur.execute(
+                    f"INSERT INTO {name}_postings SELECT termid, from_base64(d), from_base64(f) "
+                    "FROM read_csv(?, header = false, delim = ',', quote = '', escape = '', "
+                    "columns = {'termid': 'BIGINT', 'd': 'VARCHAR', 'f': 'VARCHAR'}, "
+                    "max_line_size = ?)",
+                    [str(scratch), max(len(line) for line in lines) + 1024],
+                )
+            finally:
+                scratch.unlink(missing_ok=True)
+
+    def _scratch(self, name: str) -> Path:
+        folder = self.path.parent if self.path is not None else Path(tempfile.gettempdir())
+        return folder / f".{name}-postings-{uuid.uuid4().hex[:8]}.csv"
 
     @staticmethod
     def _has_rows(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
-        return bool(scalar(cur, f"SELECT count(*) FROM {name}"))
+        """Whether ``name`` was built with at least one chunk (an empty one has no
+        fts schema and no postings)."""
+        return bool(
+            scalar(
+                cur,
+                "SELECT count(*) FROM information_schema.tables "
+                "WHERE table_catalog = ? AND table_schema = 'main' AND table_name = ?",
+                [ALIAS, f"{name}_postings"],
+            )
+        )
 
     @staticmethod
     def _drop(cur: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -382,6 +588,7 @@ class KeywordIndex:
         if exists:
             cur.execute(f"PRAGMA drop_fts_index('{name}')")
         cur.execute(f"DROP TABLE IF EXISTS {name}")
+        cur.execute(f"DROP TABLE IF EXISTS {name}_postings")
 
     # --- query ------------------------------------------------------------------
 
@@ -393,60 +600,203 @@ class KeywordIndex:
         filters: SearchFilters | None = None,
         _retries: int = 2,
     ) -> list[tuple[int, float]]:
-        """Chunk ids and BM25 scores, best first, inside ``filters``."""
-        filter_sql, filter_params = filter_clause(filters or SearchFilters())
-        state = self.state()
-        parts = [t for t in (state.base, state.delta) if t]
-        if not parts or not query.strip():
+        """Chunk ids and BM25 scores, best first (ties by chunk id), inside ``filters``."""
+        if limit <= 0 or not query.strip():
             return []
-        tokenizer = _schema(parts[0])
-        hits_sql = []
-        df_sql = []
-        stats_sql = []
-        for table in parts:
-            s = _schema(table)
-            hits_sql.append(
-                f"""SELECT docs.name AS chunk_id, docs.len AS len, d.term AS term, count(*) AS tf
-                    FROM {s}.dict d JOIN q ON d.term = q.t
-                    JOIN {s}.terms tm ON tm.termid = d.termid
-                    JOIN {s}.docs docs ON docs.docid = tm.docid
-                    GROUP BY ALL"""
-            )
-            df_sql.append(f"SELECT term, df FROM {s}.dict WHERE term IN (SELECT t FROM q)")
-            stats_sql.append(f"SELECT num_docs, avgdl FROM {s}.stats")
-        sql = f"""
-            WITH q AS (
-                SELECT DISTINCT stem(unnest({tokenizer}.tokenize(?)), 'porter') AS t
-            ),
-            hits AS ({" UNION ALL ".join(hits_sql)}),
-            dfs AS (SELECT term, sum(df) AS df FROM ({" UNION ALL ".join(df_sql)}) GROUP BY term),
-            stats AS (
-                SELECT sum(num_docs) AS n, sum(avgdl * num_docs) / sum(num_docs) AS avgdl
-                FROM ({" UNION ALL ".join(stats_sql)})
-            ),
-            scored AS (
-                SELECT hits.chunk_id,
-                       sum(ln((stats.n - dfs.df + 0.5) / (dfs.df + 0.5) + 1)
-                           * (hits.tf * ({BM25_K1} + 1))
-                           / (hits.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * hits.len / stats.avgdl))
-                       ) AS score
-                FROM hits JOIN dfs ON dfs.term = hits.term CROSS JOIN stats
-                GROUP BY hits.chunk_id
-            )
-            SELECT s.chunk_id, s.score
-            FROM scored s
-            JOIN chunks c ON c.id = s.chunk_id
-            JOIN documents d ON d.id = c.document_id
-            WHERE d.state = 'indexed' {("AND " + filter_sql) if filter_sql else ""}
-            ORDER BY s.score DESC, s.chunk_id
-            LIMIT {int(limit)}
-        """
+        state = self.state()
+        parts = [
+            (name, stamp)
+            for name, stamp in ((state.base, state.base_stamp), (state.delta, state.delta_stamp))
+            if name
+        ]
+        if not parts:
+            return []
         try:
-            rows = self.db.cursor().execute(sql, [query, *filter_params]).fetchall()
+            return self._search(query, limit, filters or SearchFilters(), parts)
         except duckdb.CatalogException:
             # A concurrent merge swapped the snapshot between reading the state and the
             # query; the next attempt sees the new one.
             if _retries <= 0:
                 raise
             return self.search(query, limit, filters=filters, _retries=_retries - 1)
-        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def _snapshot(self, cur: duckdb.DuckDBPyConnection, name: str, stamp: str) -> _Snapshot:
+        key = f"{name}@{stamp}"
+        with self._snapshots_lock:
+            found = self._snapshots.get(key)
+        if found is not None:
+            return found
+        schema = _schema(name)
+        docs = cur.execute(f"SELECT docid, name, len FROM {schema}.docs").fetchnumpy()
+        docid = np.asarray(docs["docid"], dtype=np.int64)
+        size = int(docid.max()) + 1 if len(docid) else 0
+        chunk_ids = np.zeros(size, dtype=np.int64)
+        lengths = np.zeros(size, dtype=np.float64)
+        chunk_ids[docid] = np.asarray(docs["name"], dtype=np.int64)
+        lengths[docid] = np.asarray(docs["len"], dtype=np.float64)
+        stats = cur.execute(f"SELECT num_docs, avgdl FROM {schema}.stats").fetchone()
+        snapshot = _Snapshot(
+            chunk_ids, lengths, int(stats[0]) if stats else 0, float(stats[1]) if stats else 0.0
+        )
+        with self._snapshots_lock:
+            # Only the snapshots in use now stay cached (a base and a delta, briefly the
+            # ones a switch replaced).
+            if len(self._snapshots) >= 4:
+                self._snapshots.clear()
+            self._snapshots[key] = snapshot
+        return snapshot
+
+    def _search(
+        self, query: str, limit: int, filters: SearchFilters, parts: list[tuple[str, str]]
+    ) -> list[tuple[int, float]]:
+        cur = self.db.cursor()
+        key = (query, tuple(parts))
+        last = self._last_scored
+        if last is not None and last[0] == key:
+            return self._best_live(cur, last[1], last[2], limit, filters)
+        ids, scores = self._score(cur, query, parts)
+        self._last_scored = (key, ids, scores)
+        return self._best_live(cur, ids, scores, limit, filters)
+
+    def _score(
+        self, cur: duckdb.DuckDBPyConnection, query: str, parts: list[tuple[str, str]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every chunk holding a query term, with its BM25 score (in no order)."""
+        none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+        snapshots = [self._snapshot(cur, name, stamp) for name, stamp in parts]
+        # Two small queries, not one join: DuckDB plans the join of the tokenized query
+        # with the dictionaries poorly (10 ms against 3), and a literal list prunes.
+        stems = [
+            r[0]
+            for r in cur.execute(
+                f"SELECT DISTINCT stem(unnest({_schema(parts[0][0])}.tokenize(?)), 'porter')",
+                [query],
+            ).fetchall()
+            if r[0]
+        ]
+        if not stems:
+            return none
+        listed = ", ".join("'" + t.replace("'", "''") + "'" for t in stems)
+        terms = cur.execute(
+            " UNION ALL ".join(
+                f"SELECT {i} AS part, term, termid, df FROM {_schema(name)}.dict "
+                f"WHERE term IN ({listed})"
+                for i, (name, _) in enumerate(parts)
+            )
+        ).fetchall()
+        if not terms:
+            return none
+        # BM25 over the combined statistics of base and delta, so a chunk scores the same
+        # wherever it sits.
+        n = sum(s.num_docs for s in snapshots)
+        avgdl = sum(s.avgdl * s.num_docs for s in snapshots) / n
+        df: dict[str, int] = {}
+        for _, term, _, term_df in terms:
+            df[term] = df.get(term, 0) + int(term_df)
+        idf = {t: math.log((n - d + 0.5) / (d + 0.5) + 1) for t, d in df.items()}
+        wanted: list[dict[int, str]] = [{} for _ in parts]
+        for part, term, termid, _ in terms:
+            wanted[part][int(termid)] = term
+        postings = cur.execute(
+            " UNION ALL ".join(
+                f"SELECT {i} AS part, termid, docids, tfs FROM {_postings(name)} "
+                f"WHERE termid IN ({id_list(sorted(wanted[i]))})"
+                for i, (name, _) in enumerate(parts)
+                if wanted[i]
+            )
+        ).fetchall()
+        ids: list[np.ndarray] = []
+        scores: list[np.ndarray] = []
+        for i, snapshot in enumerate(snapshots):
+            rows = [r for r in postings if r[0] == i]
+            if not rows:
+                continue
+            norm = snapshot.length_norm(avgdl)
+            acc = np.zeros(len(snapshot.chunk_ids), dtype=np.float64)
+            # Terms in one fixed order for every chunk: equal inputs sum to equal scores,
+            # so ties are broken by chunk id alone.
+            for _, termid, docids, tfs in sorted(rows, key=lambda r: wanted[i][int(r[1])]):
+                doc = np.frombuffer(docids, dtype="<u4")
+                width = len(tfs) // len(doc)
+                tf = np.frombuffer(tfs, dtype="<u1" if width == 1 else "<u2").astype(np.float64)
+                acc[doc] += idf[wanted[i][int(termid)]] * (tf * (BM25_K1 + 1)) / (tf + norm[doc])
+            hit = np.flatnonzero(acc)
+            ids.append(snapshot.chunk_ids[hit])
+            scores.append(acc[hit])
+        if not ids:
+            return none
+        return np.concatenate(ids), np.concatenate(scores)
+
+    def _best_live(
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        ids: np.ndarray,
+        scores: np.ndarray,
+        limit: int,
+        filters: SearchFilters,
+    ) -> list[tuple[int, float]]:
+        """The best ``limit`` of the scored chunks whose document is indexed and inside
+        ``filters``: candidates are checked best first, in growing rounds, so the result
+        is the top-k of the live, filtered chunks, not of all of them."""
+        filter_sql, filter_params = filter_clause(filters)
+        found: list[tuple[int, float]] = []
+        checked = 0
+        want = limit + FIRST_CHECK_EXTRA
+        while checked < len(ids):
+            if want > MAX_CHECKED_BY_ID:
+                # Most candidates are dead or filtered out: list what is allowed instead.
+                allowed = self._allowed(cur, filter_sql, filter_params)
+                keep = np.isin(ids, allowed)
+                kept_ids, kept_scores = ids[keep], scores[keep]
+                ranked = _ranked(kept_ids, kept_scores, limit)[:limit]
+                return [(int(kept_ids[j]), float(kept_scores[j])) for j in ranked]
+            order = _ranked(ids, scores, want)
+            batch = order[checked:]
+            live = self._live(cur, ids[batch], filter_sql, filter_params)
+            found.extend((int(ids[j]), float(scores[j])) for j in batch if int(ids[j]) in live)
+            if len(found) >= limit:
+                break
+            checked = len(order)
+            want *= 8
+        return found[:limit]
+
+    @staticmethod
+    def _live(
+        cur: duckdb.DuckDBPyConnection,
+        chunk_ids: Sequence[int],
+        filter_sql: str,
+        filter_params: list[object],
+    ) -> set[int]:
+        rows = cur.execute(
+            f"""SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
+                WHERE c.id IN ({id_list(chunk_ids)}) AND d.state = 'indexed'
+                {("AND " + filter_sql) if filter_sql else ""}""",
+            filter_params,
+        ).fetchall()
+        return {int(r[0]) for r in rows}
+
+    @staticmethod
+    def _allowed(
+        cur: duckdb.DuckDBPyConnection, filter_sql: str, filter_params: list[object]
+    ) -> np.ndarray:
+        rows = cur.execute(
+            f"""SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
+                WHERE d.state = 'indexed' {("AND " + filter_sql) if filter_sql else ""}""",
+            filter_params,
+        ).fetchnumpy()
+        return np.asarray(rows["id"], dtype=np.int64)
+
+
+def _ranked(ids: np.ndarray, scores: np.ndarray, at_least: int) -> np.ndarray:
+    """Positions of the best ``at_least`` (score descending, then chunk id), with every
+    chunk tied with the last of them, so a cut never splits a tie arbitrarily."""
+    if len(scores) > at_least:
+        cut = np.partition(scores, len(scores) - at_least)[len(scores) - at_least]
+        pick = np.flatnonzero(scores >= cut)
+    else:
+        pick = np.arange(len(scores))
+    return pick[np.lexsort((ids[pick], -scores[pick]))]
+
+
+def _stamp(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:12]}"

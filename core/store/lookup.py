@@ -117,3 +117,19 @@ def chunk_embeddings(db: Database, chunk_ids: Sequence[int], dim: int) -> dict[i
     )
     matrix = blobs_to_matrix([r[1] for r in rows], dim)
     return {int(r[0]): matrix[i] for i, r in enumerate(rows)}
+
+
+def unembedded_documents(db: Database, document_ids: Sequence[int]) -> set[int]:
+    """Of ``document_ids``, those with no embedded chunk yet: meaning search cannot find
+    them while the meaning pass has not reached them."""
+    if not document_ids:
+        return set()
+    rows = (
+        db.cursor()
+        .execute(
+            f"""SELECT document_id FROM chunks WHERE document_id IN ({id_list(document_ids)})
+                GROUP BY document_id HAVING count(embedding) = 0"""
+        )
+        .fetchall()
+    )
+    return {int(r[0]) for r in rows}

@@ -1,0 +1,292 @@
+"""Keyword search over packed postings returns what the full fts join returned.
+
+The shipped search reads only the postings of the query's terms and checks liveness and
+filters on the best candidates by id. The reference here is the query it replaced (the
+stemmed query terms joined with fts's one-row-per-token ``terms`` table, then with the
+live ``chunks`` and ``documents``), run over fts indexes of its own built with the same
+``create_fts_index`` settings over the same base/delta split. Libraries are real DuckDB
+files holding real SciFact sentences, written through the store layer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import threading
+from pathlib import Path
+
+import pytest
+
+import core.store.keyword as keyword_module
+from bench.keyword_scale import legacy_search
+from core.records import SearchFilters
+from core.store.db import Database
+from core.store.keyword import KeywordIndex, fts_pragma
+from core.text import split_sentences
+
+CHUNKS_PER_DOC = 12
+
+
+@pytest.fixture(scope="module")
+def sentences(shared_data: Path) -> list[str]:
+    out: list[str] = []
+    with open(shared_data / "scifact" / "corpus.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            text = json.loads(line)["text"]
+            out.extend(text[s:e] for s, e in split_sentences(text) if 20 < e - s < 400)
+            if len(out) > 6_000:
+                break
+    return out
+
+
+@pytest.fixture(scope="module")
+def queries(shared_data: Path) -> list[str]:
+    """SciFact *train* queries (never the test split)."""
+    with open(shared_data / "scifact" / "qrels" / "train.tsv", encoding="utf-8") as handle:
+        next(handle)
+        ids = {line.split("\t")[0] for line in handle if line.strip()}
+    out = []
+    with open(shared_data / "scifact" / "queries.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            if row["_id"] in ids:
+                out.append(row["text"])
+    random.Random(3).shuffle(out)
+    return out[:40]
+
+
+def add_documents(db: Database, texts: list[list[str]], folder: str, kind: str = "md") -> list[int]:
+    """One document per list of chunk texts; returns the document ids."""
+    doc_ids = []
+    with db.transaction() as cur:
+        for chunks in texts:
+            doc_id = int(cur.execute("SELECT nextval('document_ids')").fetchone()[0])  # type: ignore[index]
+            doc_ids.append(doc_id)
+            cur.execute(
+                """INSERT INTO documents(id, path, folder, size, mtime, content_hash, type,
+                       title, state, chunks)
+                   VALUES (?, ?, ?, 0, 0, ?, ?, ?, 'indexed', ?)""",
+                [
+                    doc_id,
+                    f"{folder}/doc-{doc_id}.{kind}",
+                    folder,
+                    f"h{doc_id}",
+                    kind,
+                    f"Notes {doc_id}",
+                    len(chunks),
+                ],
+            )
+            for ordinal, text in enumerate(chunks):
+                cur.execute(
+                    """INSERT INTO chunks(document_id, ordinal, text, context, start_char,
+                           end_char, heading_path, token_count, embedding)
+                       VALUES (?, ?, ?, ?, 0, ?, '[]', 0, NULL)""",
+                    [doc_id, ordinal, text, f"Notes {doc_id} > Finding {ordinal}", len(text)],
+                )
+        version = int(db.get_meta("content_version", "0") or 0) + 1
+        db.set_meta("content_version", str(version), cur)
+    return doc_ids
+
+
+def random_docs(rng: random.Random, pool: list[str], docs: int) -> list[list[str]]:
+    return [
+        [" ".join(rng.sample(pool, rng.randint(2, 6))) for _ in range(CHUNKS_PER_DOC)]
+        for _ in range(docs)
+    ]
+
+
+def build_reference(db: Database, watermark: int, base_from: str = "") -> None:
+    """fts indexes with their ``terms`` tables over the base/delta split at ``watermark``.
+    A snapshot counts the chunks it was built over, deleted since or not, so the base's
+    rows come from ``base_from`` (a copy taken when the base was built) when given."""
+    cur = db.new_cursor()
+    cur.execute("USE ref")
+    live = f'"{db.catalog}".main.chunks'
+    for name, source, where in (
+        ("ref_base", base_from or live, "id <= ?"),
+        ("ref_delta", live, "id > ?"),
+    ):
+        cur.execute(
+            f"CREATE OR REPLACE TABLE {name} AS SELECT id AS chunk_id, "
+            f"coalesce(context, '') || chr(10) || text AS body FROM {source} WHERE {where}",
+            [watermark],
+        )
+        if cur.execute(f"SELECT count(*) FROM {name}").fetchone()[0]:  # type: ignore[index]
+            cur.execute(fts_pragma(name))
+        else:
+            cur.execute(f"DROP SCHEMA IF EXISTS fts_main_{name} CASCADE")
+    cur.close()
+
+
+def reference_search(
+    db: Database, query: str, limit: int, filters: SearchFilters | None = None
+) -> list[tuple[int, float]]:
+    """The query the postings search replaced, over the reference indexes."""
+    return legacy_search(db, query, limit, filters, catalog="ref")
+
+
+def assert_same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
+    """Same ids in the same order, scores within 1e-6. Chunks whose scores tie (to 1e-9)
+    may come in either order in the reference (it sums in no fixed order), and a tie at
+    the cut may keep either; the postings search breaks ties by chunk id."""
+    assert len(got) == len(want)
+    for (_, a), (_, b) in zip(got, want, strict=True):
+        assert abs(a - b) <= 1e-6
+    last = want[-1][1] if want else 0.0
+    for (g, s), (w, _) in zip(got, want, strict=True):
+        if g != w and abs(s - last) > 1e-9:
+            assert {i for i, x in got if abs(x - s) <= 1e-9} == {
+                i for i, x in want if abs(x - s) <= 1e-9
+            }
+    for (a, sa), (b, sb) in itertools.pairwise(got):
+        assert sa > sb or (sa == sb and a < b)
+
+
+@pytest.fixture()
+def store(tmp_path: Path, sentences: list[str]):
+    """A library of base and delta: two folders, two types, dead chunks, a duplicate."""
+    db = Database(tmp_path / "lectern.duckdb")
+    db.attach(tmp_path / "reference.duckdb", "ref")
+    kw = KeywordIndex(db, tmp_path / "keyword.duckdb")
+    rng = random.Random(5)
+    base_docs = random_docs(rng, sentences, 30)
+    base_docs.append(list(base_docs[0]))  # the same text twice: tied scores
+    add_documents(db, base_docs[:20], "/lib/a", "md")
+    removed = add_documents(db, base_docs[20:], "/lib/b", "txt")
+    assert kw.refresh(force_merge=True) == "merged"
+    add_documents(db, random_docs(rng, sentences, 4), "/lib/a", "txt")
+    assert kw.refresh() == "delta"
+    db.cursor().execute("CREATE TABLE ref.base_rows AS SELECT * FROM chunks")
+    with db.transaction() as cur:
+        # A document being removed, and one whose old chunks were replaced.
+        cur.execute("UPDATE documents SET state = 'removing' WHERE id = ?", [removed[0]])
+        cur.execute("DELETE FROM chunks WHERE document_id = ? AND ordinal < 6", [removed[1]])
+    state = kw.state()
+    assert state.base and state.delta
+    build_reference(db, state.watermark, "ref.base_rows")
+    yield db, kw
+    kw.close()
+    db.close()
+
+
+FILTERS = [
+    None,
+    SearchFilters(folders=("/lib/a",)),
+    SearchFilters(types=("txt",)),
+    SearchFilters(folders=("/lib/b",), types=("txt",)),
+]
+
+
+def test_same_results_as_the_fts_join(store, queries: list[str]) -> None:
+    db, kw = store
+    matched = 0
+    for i, query in enumerate(queries):
+        for limit in (1, 10, 60):
+            filters = FILTERS[i % len(FILTERS)]
+            got = kw.search(query, limit, filters=filters)
+            assert_same(got, reference_search(db, query, limit, filters))
+            matched += bool(got)
+    assert matched > len(queries)  # the queries do find passages
+
+
+def test_tied_chunks_come_in_chunk_id_order(store) -> None:
+    db, kw = store
+    text = db.cursor().execute("SELECT text FROM chunks ORDER BY id LIMIT 1").fetchone()[0]
+    got = kw.search(text, 4)
+    want = reference_search(db, text, 4)
+    assert_same(got, want)
+    # The first document's chunk and its duplicate's score the same; the lower id leads.
+    assert abs(got[0][1] - got[1][1]) <= 1e-9 and got[0][0] < got[1][0]
+
+
+def test_dead_and_filtered_candidates_are_skipped_in_rounds(
+    store, queries: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a first round of only ``limit`` candidates and a low cap on id checks, most
+    queries need more rounds or the list of allowed chunks; the top-k stays exact."""
+    db, kw = store
+    monkeypatch.setattr(keyword_module, "FIRST_CHECK_EXTRA", 0)
+    monkeypatch.setattr(keyword_module, "MAX_CHECKED_BY_ID", 40)
+    for query in queries[:15]:
+        for filters in FILTERS[1:]:
+            assert_same(
+                kw.search(query, 5, filters=filters), reference_search(db, query, 5, filters)
+            )
+
+
+def test_absent_terms_and_empty_queries(store, queries: list[str]) -> None:
+    db, kw = store
+    assert kw.search("zzqxvvt plorbification", 10) == []
+    assert kw.search("", 10) == [] and kw.search("   ", 10) == []
+    assert kw.search("the of and", 10) == []  # stopwords only: nothing in the dictionary
+    assert kw.search("!!! ...", 10) == []
+    mixed = f"zzqxvvt {queries[0]}"
+    got = kw.search(mixed, 10)
+    assert got and got == kw.search(queries[0], 10)
+    assert_same(got, reference_search(db, mixed, 10))
+
+
+def test_same_results_while_a_merge_is_in_progress(
+    store, sentences: list[str], queries: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, kw = store
+    monkeypatch.setattr(keyword_module, "MERGE_MIN_CHUNKS", 0)
+    monkeypatch.setattr(keyword_module, "MERGE_FRACTION", 0.0)
+    building, release = threading.Event(), threading.Event()
+    build = kw._build
+
+    def held_build(cur: object, name: str, where: str, params: list[object]) -> None:
+        if name.startswith("kw_base"):
+            building.set()
+            assert release.wait(60)
+        build(cur, name, where, params)
+
+    monkeypatch.setattr(kw, "_build", held_build)
+    add_documents(db, random_docs(random.Random(9), sentences, 3), "/lib/a")
+    try:
+        assert kw.refresh(background=True) == "merging"
+        assert building.wait(30) and kw.merging
+        state = kw.state()
+        build_reference(db, state.watermark, "ref.base_rows")  # the old base, a new delta
+        for query in queries[:10]:
+            assert_same(kw.search(query, 10), reference_search(db, query, 10))
+    finally:
+        release.set()
+    kw.wait_for_merge()
+    state = kw.state()
+    assert state.delta is None and kw.delta_size() == 0
+    build_reference(db, state.watermark)
+    for query in queries[:10]:
+        assert_same(kw.search(query, 10), reference_search(db, query, 10))
+
+
+def test_keyword_file_keeps_postings_not_tokens(store) -> None:
+    """The per-token table and the copy of the text go once the postings are derived."""
+    db, _ = store
+    tables = {
+        (s, t)
+        for s, t in db.cursor()
+        .execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'kw'")
+        .fetchall()
+    }
+    names = {t for _, t in tables}
+    assert {"kw_base_a_postings", "kw_delta_a_postings"} <= names
+    assert "terms" not in names and not names & {"kw_base_a", "kw_delta_a"}
+
+
+def test_a_keyword_file_of_the_old_layout_is_rebuilt(store, queries: list[str]) -> None:
+    db, kw = store
+    with db.write_lock:
+        db.cursor().execute("DELETE FROM kw.kw_meta WHERE key = 'kw_format'")
+    db.detach("kw")  # as a later open finds it
+    reopened = KeywordIndex(db, kw.path)
+    assert reopened.recovery == "upgrading" and reopened.status() == "rebuilding"
+    assert reopened.state().base is None and reopened.search(queries[0], 10) == []
+    assert reopened.refresh(background=True) == "merging"
+    reopened.wait_for_merge()
+    assert reopened.status() == "ready"
+    state = reopened.state()
+    build_reference(db, state.watermark)
+    for query in queries[:10]:
+        assert_same(reopened.search(query, 10), reference_search(db, query, 10))
