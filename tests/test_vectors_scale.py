@@ -13,14 +13,13 @@ import core.store.vectors as vectors_module
 from core.library import Library
 from core.store.vectors import FlatVectors, VectorIndex, checksum_trailer
 
-SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 COPIES = 15  # perturbed copies of each real vector: near neighbours that are not ties
 NOISE = 0.3
 
 
-def _sentences(limit: int) -> list[str]:
+def _sentences(scifact: Path, limit: int) -> list[str]:
     out: list[str] = []
-    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as handle:
+    with open(scifact / "corpus.jsonl", encoding="utf-8") as handle:
         for line in handle:
             for part in json.loads(line)["text"].split(". "):
                 if 40 < len(part) < 200:
@@ -30,16 +29,16 @@ def _sentences(limit: int) -> list[str]:
     return out
 
 
-def _train_queries(limit: int) -> list[str]:
+def _train_queries(scifact: Path, limit: int) -> list[str]:
     ids: list[str] = []
-    with open(SCIFACT / "qrels" / "train.tsv", encoding="utf-8") as handle:
+    with open(scifact / "qrels" / "train.tsv", encoding="utf-8") as handle:
         next(handle)
         for line in handle:
             qid = line.split("\t", 1)[0]
             if qid not in ids:
                 ids.append(qid)
     texts = {}
-    with open(SCIFACT / "queries.jsonl", encoding="utf-8") as handle:
+    with open(scifact / "queries.jsonl", encoding="utf-8") as handle:
         for line in handle:
             row = json.loads(line)
             texts[str(row["_id"])] = row["text"]
@@ -47,18 +46,20 @@ def _train_queries(limit: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def real(embedder: object) -> tuple[np.ndarray, np.ndarray]:
+def real(embedder: object, shared_data: Path) -> tuple[np.ndarray, np.ndarray]:
     """9,600 vectors (600 real sentence embeddings, each with 15 perturbed copies) and 40
     real train-query embeddings."""
     from core.embedding import embed_queries
 
-    base = np.asarray(embedder.embed(_sentences(600)), dtype=np.float32)  # type: ignore[attr-defined]
+    base = np.asarray(embedder.embed(_sentences(shared_data / "scifact", 600)), dtype=np.float32)  # type: ignore[attr-defined]
     rng = np.random.default_rng(14)
     copies = np.repeat(base, COPIES, axis=0)
     copies += rng.standard_normal(copies.shape, dtype=np.float32) * (NOISE / np.sqrt(base.shape[1]))
     copies /= np.linalg.norm(copies, axis=1, keepdims=True)
     corpus = np.concatenate([base, copies])
-    queries = np.asarray(embed_queries(embedder, _train_queries(40)), dtype=np.float32)  # type: ignore[arg-type]
+    queries = np.asarray(
+        embed_queries(embedder, _train_queries(shared_data / "scifact", 40)), dtype=np.float32
+    )  # type: ignore[arg-type]
     return corpus, queries
 
 
