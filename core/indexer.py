@@ -417,7 +417,7 @@ class Indexer:
             elif finished:
                 return
             if time.monotonic() - last_publish > PUBLISH_EVERY_S:
-                # Long runs: persist vectors (and compact) as we go.
+                # Long runs: persist vectors as we go.
                 self.publish()
                 last_publish = last_keyword = time.monotonic()
 
@@ -502,9 +502,8 @@ class Indexer:
         """Make committed changes visible to keyword search and persist the vector file.
         A due keyword base rebuild runs on its own thread; new chunks go to the delta,
         searchable at once, so indexing and other writers never wait seconds for it."""
+        self.publish_keyword()
         with _unless_disk_full():
-            self.keyword.refresh(background=True)
-            self._vectors().maybe_compact()
             self.save_vectors(older_than_s=self.vector_save_interval_s)
 
     def publish_keyword(self) -> None:

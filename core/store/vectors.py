@@ -550,11 +550,6 @@ class VectorIndex:
             if self._index.remove(keys):
                 self._dirty = True
 
-    def maybe_compact(self) -> bool:
-        """Nothing to compact: a removal moves the last row into its place, so the store
-        never holds tombstones (the HNSW graph did, and was rebuilt past 25%)."""
-        return False
-
     def save(self) -> None:
         # Writing and fsyncing the file takes ~0.5-0.7 s at 100k chunks. Under the index
         # lock, every dense search would wait that long; only taking the snapshot holds
