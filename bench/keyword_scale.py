@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import statistics
@@ -274,6 +275,10 @@ def measure(kw: KeywordIndex, queries: list[str], limit: int) -> dict[str, objec
         kw.search(q, limit)
     old_ms: list[float] = []
     new_ms: list[float] = []
+    # CPU time of the whole process (DuckDB's threads included) per query: on a shared,
+    # loaded machine wall time mostly measures the other processes, CPU time the work.
+    old_cpu: list[float] = []
+    new_cpu: list[float] = []
     mismatches: list[str] = []
     for i, q in enumerate(queries):
         f = filters[i % len(filters)] if i % 4 == 3 else None
@@ -281,13 +286,16 @@ def measure(kw: KeywordIndex, queries: list[str], limit: int) -> dict[str, objec
         order = (0, 1) if i % 2 else (1, 0)
         results: dict[int, list[tuple[int, float]]] = {}
         for which in order:
+            c0 = time.process_time()
             t0 = time.perf_counter()
             if which == 0:
                 results[0] = legacy_search(kw.db, q, limit, f)
                 old_ms.append(1000 * (time.perf_counter() - t0))
+                old_cpu.append(1000 * (time.process_time() - c0))
             else:
                 results[1] = kw.search(q, limit, filters=f)
                 new_ms.append(1000 * (time.perf_counter() - t0))
+                new_cpu.append(1000 * (time.process_time() - c0))
         if not same(results[0], results[1]):
             mismatches.append(q)
     return {
@@ -297,6 +305,10 @@ def measure(kw: KeywordIndex, queries: list[str], limit: int) -> dict[str, objec
         "new_p50_ms": round(statistics.median(new_ms), 1),
         "new_p95_ms": round(percentile(new_ms, 0.95), 1),
         "p95_ratio_new_over_old": round(percentile(new_ms, 0.95) / percentile(old_ms, 0.95), 3),
+        "old_cpu_p50_ms": round(statistics.median(old_cpu), 1),
+        "old_cpu_p95_ms": round(percentile(old_cpu, 0.95), 1),
+        "new_cpu_p50_ms": round(statistics.median(new_cpu), 1),
+        "new_cpu_p95_ms": round(percentile(new_cpu, 0.95), 1),
         "top_k_identical": len(queries) - len(mismatches),
         "mismatched_queries": mismatches[:5],
     }
@@ -315,6 +327,7 @@ def main() -> int:
     random.Random(7).shuffle(queries)
     queries = queries[: args.queries]
     out: dict[str, object] = {"limit": args.limit, "duckdb": duckdb.__version__, "sizes": {}}
+    out["load_avg_1m_before"] = round(os.getloadavg()[0], 2)
     for size in (int(s) for s in args.sizes.split(",")):
         db, kw, info = open_library(args.root, size, pool)
         if args.rebuild:
@@ -333,6 +346,7 @@ def main() -> int:
         kw.close()
         db.close()
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    out["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(out))
     return 0
 

@@ -10,7 +10,7 @@ exact search measures whether the index finds the true nearest ten. The figures 
 are therefore those of a library of near-duplicate passages, a hard case for an
 approximate index.
 
-Queries are SciFact *train* queries only. For each size, three processes run one after
+Queries are SciFact *train* queries only. For each size, four processes run one after
 the other (so each peak RSS is its own):
 
 - build: writes the library, builds the keyword base index (timed: the keyword rebuild)
@@ -22,7 +22,12 @@ the other (so each peak RSS is its own):
   exact), and records peak RSS while searching;
 - rebuild: opens the library and rebuilds the vector file from DuckDB (timed), with
   peak RSS, as a damaged file or a changed model would; then adds 10k vectors back in
-  batches of 64, as the meaning pass does, and saves (timed, peak RSS).
+  batches of 64, as the meaning pass does, and saves (timed, peak RSS);
+- merge: opens the library with its vectors and the model, as an indexing run holds
+  them, and rebuilds the keyword base over every chunk (the largest job indexing runs:
+  the fts build and the postings derivation, under DuckDB's memory cap), then saves the
+  vectors; peak RSS (the figure for "while indexing"), and whether any spill is left in
+  the data folder after close.
 
     .venv/bin/python bench/scale.py                        # 10k, 100k, 300k, 1M
     .venv/bin/python bench/scale.py --sizes 10000,100000
@@ -53,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.synthetic_library import CACHE, build_base, log, percentile, train_queries
 from core.config import Settings
 from core.library import Library
+from core.store.db import MEMORY_LIMIT
 
 MODES = ("bm25", "dense", "hybrid")
 K = 10
@@ -283,6 +289,34 @@ def child_rebuild(args: argparse.Namespace) -> dict:
     return out
 
 
+def child_merge(args: argparse.Namespace) -> dict:
+    """What indexing a library this size holds at its peak: the library open with its
+    vectors and the model loaded (as the indexer has them), and a keyword base rebuild
+    (the fts build over every chunk and the postings derivation), the largest job
+    indexing runs; then one vector save. Peak RSS of the process."""
+    root = Path(args.root)
+    library = Library(Settings(home=root / "home"))
+    library.vectors  # noqa: B018 - read and checked, as an indexing run has them
+    library.embedder  # noqa: B018
+    open_rss = peak_rss_mb()
+    t0 = time.monotonic()
+    library.keyword.refresh(force_merge=True)
+    merge_s = time.monotonic() - t0
+    out: dict[str, object] = {
+        "indexing_open_peak_rss_mb": open_rss,
+        "keyword_merge_s": round(merge_s, 1),
+        "keyword_merge_peak_rss_mb": peak_rss_mb(),
+    }
+    library.vectors.save()
+    out["indexing_peak_rss_mb"] = peak_rss_mb()
+    library.close()
+    spill = Settings(home=root / "home").home
+    out["spill_left_after_close"] = sorted(
+        str(p.relative_to(spill)) for p in spill.rglob("*.tmp") if p.is_dir() and any(p.iterdir())
+    )
+    return out
+
+
 # --- driver --------------------------------------------------------------------------
 
 
@@ -326,13 +360,16 @@ def main() -> int:
     parser.add_argument("--baseline-max", type=int, default=100_000)
     parser.add_argument("--root", default="/tmp/lectern-scale")
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--child", choices=("build", "measure", "rebuild"))
+    parser.add_argument("--child", choices=("build", "measure", "rebuild", "merge"))
     parser.add_argument("--size", type=int)
     args = parser.parse_args()
     if args.child:
-        result = {"build": child_build, "measure": child_measure, "rebuild": child_rebuild}[
-            args.child
-        ](args)
+        result = {
+            "build": child_build,
+            "measure": child_measure,
+            "rebuild": child_rebuild,
+            "merge": child_merge,
+        }[args.child](args)
         print(json.dumps(result))
         return 0
     if args.quick:
@@ -346,7 +383,7 @@ def main() -> int:
         log(f"{size} chunks: building under {root}")
         try:
             row = {"size": size}
-            for step in ("build", "measure", "rebuild"):
+            for step in ("build", "measure", "rebuild", "merge"):
                 t0 = time.monotonic()
                 row.update(run_child(step, args, size, root))
                 log(f"  {step} done in {time.monotonic() - t0:.0f} s")
@@ -361,7 +398,9 @@ def main() -> int:
                 f"{row['open_s']} s | vector rebuild {row['vector_rebuild_s']} s"
                 f"{' (HNSW ' + str(hnsw['build_s']) + ' s)' if hnsw else ''} | keyword rebuild "
                 f"{row['keyword_rebuild_s']} s | RSS search {row['search_peak_rss_mb']} MB, "
-                f"rebuild {row['rebuild_peak_rss_mb']} MB | disk {row['disk_mb']} MB "
+                f"rebuild {row['rebuild_peak_rss_mb']} MB, keyword merge "
+                f"{row['keyword_merge_peak_rss_mb']} MB ({row['keyword_merge_s']} s) | disk "
+                f"{row['disk_mb']} MB "
                 f"(vectors {row['vector_file_mb']} MB)",
                 flush=True,
             )
@@ -383,6 +422,7 @@ def main() -> int:
         "load_avg_1m_before": round(load_before, 2),
         "load_avg_1m_after": round(os.getloadavg()[0], 2),
         "quick": args.quick,
+        "duckdb_memory_limit": MEMORY_LIMIT,
     }
     print(json.dumps(result))
     return 0

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from core import __version__
-from core.cli_args import positive_int
+from core.cli_args import percent, positive_int
 from core.cli_common import ProgressBar, open_library, open_reader
 from core.errors import LecternError
 from core.offline import force_offline
@@ -38,6 +38,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     from core.ipc import serve
 
     library = open_library()
+    if args.when_idle or args.cpu_share is not None:  # this run only; settings unchanged
+        library.set_index_pace(
+            "idle" if args.when_idle else "share",
+            args.cpu_share or library.settings.index_cpu_share,
+        )
     server = serve(library)  # `lectern search` and `status` meanwhile ask this process
     bar = ProgressBar()
     controls = Controls()
@@ -109,6 +114,19 @@ def searchable_line(chunks: int, searchable: Mapping[str, Any]) -> str:
     )
 
 
+def indexing_lines(indexing: Mapping[str, Any]) -> list[str]:
+    """When indexing runs (core/throttle.py), and why a running index is waiting."""
+    from core.throttle import BUSY_WAITING
+
+    if indexing.get("waiting"):
+        return [f"Indexing: {BUSY_WAITING}"]
+    if indexing.get("when") == "idle":
+        return ["Indexing: only while the computer is idle"]
+    if indexing.get("when") == "share":
+        return [f"Indexing: using at most {indexing.get('cpu_share')} % of the CPU"]
+    return []
+
+
 def status_lines(status: Mapping[str, Any]) -> list[str]:
     """The human-readable ``lectern status``: folders, totals, model, then every file
     that is not indexed, with the reason."""
@@ -148,6 +166,7 @@ def status_lines(status: Mapping[str, Any]) -> list[str]:
             if keyword == "rebuilding"
             else f"Keyword index: {keyword}"
         )
+    lines.extend(indexing_lines(status.get("indexing") or {}))
     repairs = status.get("recovery") or []
     if repairs:
         lines.append("Recent repairs:")
@@ -166,13 +185,16 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not any(ch.isalnum() for ch in args.query):
         print("Type some words to search for.", file=sys.stderr)
         return EXIT_ERROR
+    from core.cli_collections import scope_from_args
+
     library = open_reader()
     started = time.monotonic()
-    hits = library.search(
-        args.query, k=args.k, mode=args.mode, folders=args.folder, types=args.type
-    )
+    scope = scope_from_args(args)
+    try:
+        hits = library.search(args.query, k=args.k, mode=args.mode, scope=scope)
+    finally:
+        library.close()
     elapsed = time.monotonic() - started
-    library.close()
     if args.json:
         print(
             json.dumps(
@@ -184,6 +206,9 @@ def cmd_search(args: argparse.Namespace) -> int:
                 }
             )
         )
+        return 0
+    if not hits and scope:
+        print(f"No matching passages in {scope.phrase()}. See `lectern collection list`.")
         return 0
     if not hits:
         print("No matching passages. Is the folder indexed? See `lectern status`.")
@@ -252,11 +277,25 @@ def build_parser() -> tuple[
         "paths", nargs="*", help="folders or files; none means every folder already added"
     )
     p.add_argument("--json", action="store_true")
+    pace = p.add_mutually_exclusive_group()
+    pace.add_argument(
+        "--when-idle",
+        action="store_true",
+        help="index only while the computer is otherwise idle (this run; see Settings)",
+    )
+    pace.add_argument(
+        "--cpu-share",
+        type=percent,
+        metavar="N",
+        help="use at most N %% of the computer's CPU, all cores together (this run)",
+    )
     handlers["index"] = cmd_index
 
     p = sub.add_parser("status", help="folders and files with their state")
     p.add_argument("--json", action="store_true")
     handlers["status"] = cmd_status
+
+    from core import cli_collections
 
     p = sub.add_parser("search", help="find passages (no language model needed)")
     p.add_argument("query")
@@ -266,6 +305,7 @@ def build_parser() -> tuple[
     p.add_argument(
         "--type", action="append", help="only this file type: pdf, md, txt, html, docx (repeatable)"
     )
+    cli_collections.add_scope_arguments(p)
     p.add_argument("--json", action="store_true")
     handlers["search"] = cmd_search
 
@@ -290,6 +330,13 @@ def build_parser() -> tuple[
 
     handlers.update(cli_answer.register(sub))
     handlers.update(cli_watch.register(sub))
+    from core import cli_conversations
+
+    handlers.update(cli_conversations.register(sub))
+    from core import cli_files
+
+    handlers.update(cli_files.register(sub))
+    handlers.update(cli_collections.register(sub))
     return parser, handlers
 
 

@@ -47,6 +47,9 @@ def register(subparsers: Any) -> dict[str, Handler]:
         "--no-llm", action="store_true", help="extract sentences instead of asking a model server"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    from core.cli_collections import add_scope_arguments
+
+    add_scope_arguments(p)
 
     p = subparsers.add_parser("models", help="list the models the configured server has")
     p.add_argument("--json", action="store_true")
@@ -143,6 +146,9 @@ def cmd_ask(
                 message=f"{exc.message} These are sentences extracted from your documents "
                 f"instead of a written answer. {exc.hint}",
             )
+    from core.cli_collections import scope_from_args
+
+    scope = scope_from_args(args)
     try:
         library: Library | RemoteLibrary = Library(settings)
     except IndexBusyError as busy:  # `lectern watch` or the app holds it: it answers
@@ -158,6 +164,7 @@ def cmd_ask(
                 cancel=cancel,
                 use_llm=use_llm,
                 k=getattr(args, "k", None),
+                scope=scope,
             )
         else:
             events = library.ask(
@@ -167,6 +174,7 @@ def cmd_ask(
                 model=getattr(args, "model", None),
                 use_llm=use_llm,
                 k=getattr(args, "k", None),
+                scope=scope,
             )
         for event in events:
             if isinstance(event, SourcesEvent) and not as_json and not event.hits:

@@ -15,3 +15,11 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
     return value
+
+
+def percent(text: str) -> int:
+    """argparse type for ``--cpu-share``: a whole percentage from 1 to 100."""
+    value = positive_int(text)
+    if value > 100:
+        raise argparse.ArgumentTypeError(f"must be from 1 to 100, not {value}")
+    return value

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 from core.records import IndexProgress
+from core.throttle import BUSY_WAITING
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -38,13 +39,22 @@ class ProgressBar:
         self.min_interval = min_interval
         self._last = 0.0
         self._shown = False
+        self._waiting = ""
 
     def __call__(self, p: IndexProgress) -> None:
         now = time.monotonic()
         final = p.finished
-        if not self.enabled or (now - self._last < self.min_interval and not final):
+        changed = p.waiting_reason != self._waiting
+        if not self.enabled or (now - self._last < self.min_interval and not final and not changed):
             return
         self._last = now
+        self._waiting = p.waiting_reason
+        if p.waiting_reason:
+            line = f"\r{p.files_done}/{p.files_total} files  {BUSY_WAITING}"
+            self.stream.write(line[:160].ljust(100))
+            self.stream.flush()
+            self._shown = True
+            return
         width = 28
         frac = p.fraction
         bar = "█" * int(width * frac) + "░" * (width - int(width * frac))

@@ -20,6 +20,9 @@ from core.errors import ConfigError
 
 APP_NAME = "Lectern"
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+# When indexing runs (core/throttle.py): always, only while the computer is otherwise
+# idle, or within a share (percent) of the computer's CPU, all cores together.
+INDEX_WHEN = ("always", "idle", "share")
 
 
 def data_dir() -> Path:
@@ -120,6 +123,8 @@ class Settings:
     ocr_memory_mb: int = 1536
     ignore_patterns: tuple[str, ...] = ()
     embed_batch_size: int = 32
+    index_when: str = "always"  # one of INDEX_WHEN
+    index_cpu_share: int = 50  # percent of all cores, for index_when "share"
 
     @property
     def db_path(self) -> Path:
@@ -207,6 +212,12 @@ def _checked_value(name: str, value: object, default: object, path: Path) -> Any
 
     if default is MISSING:  # every setting has a default; keep the value as is
         return value
+    if name == "index_when" and value not in INDEX_WHEN:
+        raise bad('one of "always", "idle" or "share"')
+    if name == "index_cpu_share" and (
+        isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100
+    ):
+        raise bad("a whole number from 1 to 100")
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise bad("true or false")

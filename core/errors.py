@@ -161,6 +161,29 @@ class UnreplayableLogError(StoreError):
     default_hint = "Lectern keeps the log aside and redoes the last changes from your files."
 
 
+# --- conversations ---------------------------------------------------------------
+
+
+class ConversationError(LecternError):
+    """A conversation could not be renamed, found or exported as asked."""
+
+    default_hint = "Pick the conversation from the list (`lectern conversations list`)."
+
+
+class InvalidTitleError(ConversationError):
+    default_hint = "Type a few words that say what the conversation is about."
+
+
+class ConversationNotFoundError(ConversationError):
+    default_hint = "It may have been deleted; see `lectern conversations list` for the ids."
+
+
+class ExportError(ConversationError):
+    """The exported file could not be written (read-only folder, full disk, ...)."""
+
+    default_hint = "Choose another folder, for example your Documents folder, and try again."
+
+
 # --- evaluation data -------------------------------------------------------------
 
 
@@ -168,3 +191,23 @@ class DatasetError(LecternError):
     """An evaluation dataset (BEIR folder) cannot be read; the message names file and line."""
 
     default_hint = "Fix or re-download the dataset; each line of a .jsonl file is one JSON object."
+
+
+# --- collections and scopes --------------------------------------------------------------
+
+
+class CollectionError(LecternError):
+    """A collection cannot be made or changed as asked (a name taken, a folder outside
+    the library)."""
+
+    default_hint = "See your collections with `lectern collection list`."
+
+
+class CollectionNotFoundError(CollectionError):
+    """A collection named by a command or kept in a conversation's scope does not exist
+    (any more): said, never replaced by searching everything."""
+
+    default_hint = (
+        "Choose what to search from the scope on the question box, or see "
+        "`lectern collection list`."
+    )

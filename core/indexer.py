@@ -47,6 +47,7 @@ from core.store.db import MIN_FREE_BYTES, disk_full_error, is_disk_full
 from core.store.documents import DocumentStore, DocumentWrite, Unembedded
 from core.store.keyword import KeywordIndex
 from core.store.vectors import VectorIndex
+from core.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,9 @@ class _RunState:
     files_searchable: int = 0
     keyword_due: bool = False
     more_ready: bool = False  # files were left in the queue when writing paused
+    waiting: str = ""  # why the run is waiting (core/throttle.py), shown with progress
+    # Between units of work: the throttle's pace; False when the run was cancelled.
+    pace: Callable[[], bool] = lambda: True
     failures: list[tuple[str, str]] = field(default_factory=list)
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
@@ -166,6 +170,7 @@ class _RunState:
                     passages_total=self.passages_total,
                     passages_embedded=self.passages_embedded,
                     files_searchable=self.files_searchable,
+                    waiting_reason=self.waiting,
                 )
             )
 
@@ -204,6 +209,9 @@ class Indexer:
         # sets, raises this to save it at most this often instead of after every one.
         self.vector_save_interval_s = 0.0
         self._last_vector_save = float("-inf")
+        # How fast runs may go (always, only while the computer is idle, a CPU share);
+        # the parser process's CPU counts as the indexer's.
+        self.throttle = Throttle(helper_pids=lambda: (parser.worker_pid,))
 
     # --- planning ---------------------------------------------------------------
 
@@ -322,6 +330,17 @@ class Indexer:
         embedded, chunks = self.store.embedding_counts()
         run.passages_total = chunks - embedded  # left by an earlier run (cancelled, killed)
         run.report()
+
+        def waiting(reason: str) -> None:
+            run.waiting = reason
+            run.report()
+
+        def pace() -> bool:
+            self.throttle.pace(controls, waiting)
+            return not controls.cancel.is_set()
+
+        self.throttle.begin()
+        run.pace = pace
         prepared_queue: queue.Queue[PreparedFile | str | None] = queue.Queue(maxsize=128)
         stop_producer = threading.Event()
         producer = threading.Thread(
@@ -412,6 +431,8 @@ class Indexer:
                 return
             idle = not batch
             if batch:
+                if not run.pace():
+                    return
                 self._embed_and_store(run, batch)
                 cursor = batch[-1].chunk_id
             elif finished:
@@ -455,6 +476,8 @@ class Indexer:
                 ocr_starts = True
                 break
             else:
+                if not run.pace():
+                    break  # cancelled while waiting: not written, so read again next run
                 self._ensure_space(run.total - run.done, run.chunks_written, run.done)
                 self._record(run, item, self._write(item, self._known_vectors))
                 wrote = True
@@ -554,6 +577,7 @@ class Indexer:
         try:
             for info in files:
                 controls.wait_if_paused()
+                self.throttle.hold(controls)
                 if controls.cancel.is_set() or stop.is_set():
                     break
                 prepared = self._prepare(info)

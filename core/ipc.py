@@ -19,10 +19,12 @@ version ``v`` and an ``op``; replies are JSON lines with the same ``v``.
 
 * ``hello``: ``{"ok": true, "result": {"pid", "home", "version", "protocol"}}``
 * ``status``: ``{"ok": true, "result": <Library.status()>}``
-* ``search`` (``query``, ``mode``, ``k``, ``folders``, ``types``):
+* ``files`` (``folder``, ``status``): ``{"ok": true, "result": [<FileEntry.to_json()>, ...]}``
+* ``search`` (``query``, ``mode``, ``k``, ``folders``, ``types``, ``scope``):
   ``{"ok": true, "result": [<hit>, ...]}``, each hit ``Hit.to_json()`` plus
   ``document_id`` and the unrounded ``score``
-* ``ask`` (``question``, ``conversation``, ``model``, ``k``, ``use_llm``, ``llm``): one
+* ``ask`` (``question``, ``conversation``, ``model``, ``k``, ``use_llm``, ``llm``, ``scope``,
+  ``Scope.to_json()`` or null): one
   ``{"event": {...}}`` line per event of :func:`core.qa.ask` as it happens, the last one
   a ``done`` or an ``error``; closing the connection cancels the answer.
 
@@ -53,12 +55,12 @@ from typing import TYPE_CHECKING, Any
 from core import __version__
 from core import errors as lectern_errors
 from core.errors import LecternError
-from core.records import Citation, Hit, Span
+from core.records import FILE_STATUSES, Citation, FileEntry, Hit, Scope, Span
 
 if TYPE_CHECKING:
     from core.config import Settings
     from core.library import Library
-    from core.qa import Event
+    from core.qa import Event, WarningEvent
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +240,14 @@ def event_to_wire(event: Event) -> dict[str, object]:
     return {"type": "warning", **event.to_json()}
 
 
+def _warning_from(wire: Mapping[str, Any]) -> WarningEvent:
+    from core.qa import WarningEvent
+
+    return WarningEvent(
+        message=str(wire["message"]), kind=str(wire["kind"]), model=str(wire.get("model", ""))
+    )
+
+
 def event_from_wire(wire: Mapping[str, Any]) -> Event:
     from core.qa import (
         CitationsEvent,
@@ -245,7 +255,6 @@ def event_from_wire(wire: Mapping[str, Any]) -> Event:
         ErrorEvent,
         SourcesEvent,
         TokenEvent,
-        WarningEvent,
     )
 
     kind = wire.get("type")
@@ -258,16 +267,13 @@ def event_from_wire(wire: Mapping[str, Any]) -> Event:
     if kind == "citations":
         return CitationsEvent(tuple(citation_from_wire(c) for c in wire["citations"]))
     if kind == "warning":
-        return WarningEvent(message=str(wire["message"]), kind=str(wire["kind"]))
+        return _warning_from(wire)
     if kind == "done":
         return DoneEvent(
             answer=str(wire["answer"]),
             mode=str(wire["mode"]),
             citations=tuple(citation_from_wire(c) for c in wire["citations"]),
-            warnings=tuple(
-                WarningEvent(message=str(w["message"]), kind=str(w["kind"]))
-                for w in wire["warnings"]
-            ),
+            warnings=tuple(_warning_from(w) for w in wire["warnings"]),
             timings=dict(wire["timings"]),
             conversation_id=wire.get("conversation"),
             turn_id=wire.get("turn"),
@@ -344,6 +350,18 @@ def _names(request: Mapping[str, Any], key: str) -> list[str] | None:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _BadRequest(f"The request's {key} must be a list of text.")
     return value
+
+
+def _scope(request: Mapping[str, Any]) -> Scope | None:
+    """The request's scope (collections, folders, types); None when it names none."""
+    value = request.get("scope")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _BadRequest("The request's scope must be an object.")
+    for key in ("collections", "folders", "types"):
+        _names(value, key)
+    return Scope.from_json(value)
 
 
 class Server:
@@ -557,14 +575,23 @@ class Server:
                 mode=mode,
                 folders=_names(request, "folders"),
                 types=_names(request, "types"),
+                scope=_scope(request),
             )
             result = [hit_to_wire(h) for h in hits]
+        elif op == "files":
+            status = request.get("status")
+            if status is not None and status not in FILE_STATUSES:
+                raise _BadRequest(f"The file status must be one of {', '.join(FILE_STATUSES)}.")
+            folder = request.get("folder")
+            if folder is not None and not isinstance(folder, str):
+                raise _BadRequest("The folder must be a string.")
+            result = [e.to_json() for e in library.file_list(folder=folder, status=status)]
         elif op == "ask":
             self._ask(request, conn)
             return
         else:
             raise _BadRequest(
-                f"Unknown request {op!r}; this Lectern knows hello, status, search and ask."
+                f"Unknown request {op!r}; this Lectern knows hello, status, files, search and ask."
             )
         conn.sendall(_frame({"ok": True, "result": result}))
 
@@ -608,6 +635,7 @@ class Server:
             cancel=cancel,
             use_llm=use_llm,
             k=k,
+            scope=_scope(request),
         )
         try:
             for event in events:
@@ -763,6 +791,22 @@ class RemoteLibrary:
             raise _gone()
         return result
 
+    def file_list(self, folder: str | None = None, status: str | None = None) -> list[FileEntry]:
+        from core.scan import normalize_folder
+
+        result = self._call(
+            {
+                "op": "files",
+                # Relative to this command's folder, not the server's.
+                "folder": normalize_folder(folder) if folder else None,
+                "status": status,
+            }
+        )
+        try:
+            return [FileEntry.from_json(e) for e in result]
+        except (KeyError, TypeError, ValueError):
+            raise _gone() from None
+
     def search(
         self,
         query: str,
@@ -770,6 +814,8 @@ class RemoteLibrary:
         mode: str = "hybrid",
         folders: Sequence[str] | None = None,
         types: Sequence[str] | None = None,
+        *,
+        scope: Scope | None = None,
     ) -> list[Hit]:
         from core.scan import normalize_folder
 
@@ -782,6 +828,7 @@ class RemoteLibrary:
                 # Relative to this command's folder, not the server's.
                 "folders": [normalize_folder(f) for f in folders] if folders else None,
                 "types": list(types) if types else None,
+                "scope": _scope_to_wire(scope),
             }
         )
         try:
@@ -798,6 +845,7 @@ class RemoteLibrary:
         model: str | None = None,
         use_llm: bool = True,
         k: int | None = None,
+        scope: Scope | None = None,
     ) -> Iterator[Event]:
         """The events of :func:`core.qa.ask`, answered by the running Lectern with this
         command's settings (model, server, number of sources). Closing the iterator (or
@@ -814,6 +862,7 @@ class RemoteLibrary:
             "k": k or settings.top_k,
             "use_llm": use_llm,
             "llm": llm,
+            "scope": _scope_to_wire(scope),
         }
         finished = False
         try:
@@ -833,6 +882,17 @@ class RemoteLibrary:
 
     def close(self) -> None:
         """Nothing to close: each request has its own connection."""
+
+
+def _scope_to_wire(scope: Scope | None) -> dict[str, list[str]] | None:
+    """A scope for the server; its folders relative to this command's folder."""
+    from core.scan import normalize_folder
+
+    if scope is None:
+        return None
+    wire = scope.to_json()
+    wire["folders"] = [normalize_folder(f) for f in scope.folders]
+    return wire
 
 
 def _same_folder(served: str, home: Path) -> bool:

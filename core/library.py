@@ -27,12 +27,17 @@ from core.indexer import Controls, Indexer, ProgressCallback
 from core.ingest.ocr import OcrOptions
 from core.ingest.sandbox import ParserPool
 from core.records import (
+    Collection,
+    Conversation,
+    ConversationMatch,
     Document,
+    FileEntry,
     FolderStatus,
     Hit,
     IndexReport,
     PageSpan,
     RecoveryNotice,
+    Scope,
     SearchFilters,
     WordBox,
 )
@@ -40,6 +45,7 @@ from core.retrieval import Retriever
 from core.scan import normalize_folder
 from core.store import ocr as ocr_store
 from core.store.backup import RecordBackup
+from core.store.collections import CollectionStore
 from core.store.conversations import ConversationStore
 from core.store.documents import DocumentStore
 from core.store.keyword import KeywordIndex
@@ -71,6 +77,7 @@ class Library:
         self.backup = RecordBackup(self.settings.home / "backup")
         self.store = DocumentStore(self.db)
         self.conversations = ConversationStore(self.db, self.backup)
+        self.collection_store = CollectionStore(self.db)
         self.keyword = KeywordIndex(self.db, self.settings.home / KEYWORD_FILE)
         self.parser = ParserPool(
             self.settings.parse_timeout_s,
@@ -115,6 +122,12 @@ class Library:
             embed_batch_size=self.settings.embed_batch_size,
         )
         self.indexer.on_removed.append(self._forget_in_conversations)
+        self.set_index_pace(self.settings.index_when, self.settings.index_cpu_share)
+
+    def set_index_pace(self, when: str, cpu_share: int) -> None:
+        """When indexing may run (core/throttle.py); a running index or watcher batch
+        follows the change at its next file or batch."""
+        self.indexer.throttle.configure(when, cpu_share)
 
     def _forget_in_conversations(self, paths: Sequence[str]) -> None:
         """A removed file leaves no cached answer text behind."""
@@ -147,6 +160,7 @@ class Library:
         if any(n.kind in ("library_rebuilt", "log_set_aside", "log_cut_short") for n in notices):
             self.store.add_folders(self.backup.load_folders())
             self.conversations.restore(self.backup.load_conversations())
+            self._restore_collections()
         elif not self.backup.exists():
             self.backup.save_folders(self.folders())
             self.conversations.back_up_all()
@@ -367,14 +381,141 @@ class Library:
         mode: str = "hybrid",
         folders: Sequence[str] | None = None,
         types: Sequence[str] | None = None,
+        *,
+        scope: Scope | None = None,
     ) -> list[Hit]:
-        filters = SearchFilters(
-            folders=tuple(normalize_folder(f) for f in folders or ()), types=tuple(types or ())
-        )
+        """Passages for ``query``; ``folders``/``types`` narrow it, and so does ``scope``
+        (collections, folders, types): the two are combined into one scope."""
+        if scope:
+            merged = Scope(
+                scope.collections,
+                (*scope.folders, *(folders or ())),
+                (*scope.types, *(types or ())),
+            )
+            filters = self.scope_filters(merged)
+            if filters is None:  # a scope whose folders all left the library
+                return []
+        else:
+            filters = SearchFilters(
+                folders=tuple(normalize_folder(f) for f in folders or ()),
+                types=tuple(types or ()),
+            )
         return self.retriever.search(query, k or self.settings.top_k, mode, filters)
+
+    # --- collections and scopes -------------------------------------------------------
+
+    def collections(self) -> list[Collection]:
+        return self.collection_store.all()
+
+    def collection(self, name: str) -> Collection | None:
+        return self.collection_store.get(name)
+
+    def create_collection(self, name: str, folders: Sequence[str | Path] = ()) -> Collection:
+        made = self.collection_store.create(name, self._library_folders(folders))
+        self._back_up_collections()
+        return made
+
+    def rename_collection(self, old: str, new: str) -> Collection:
+        renamed = self.collection_store.rename(old, new)
+        self._back_up_collections()
+        return renamed
+
+    def delete_collection(self, name: str) -> None:
+        self.collection_store.delete(name)
+        self._back_up_collections()
+
+    def add_to_collection(self, name: str, folders: Sequence[str | Path]) -> Collection:
+        changed = self.collection_store.add_folders(name, self._library_folders(folders))
+        self._back_up_collections()
+        return changed
+
+    def remove_from_collection(self, name: str, folders: Sequence[str | Path]) -> Collection:
+        changed = self.collection_store.remove_folders(name, [normalize_folder(f) for f in folders])
+        self._back_up_collections()
+        return changed
+
+    def _back_up_collections(self) -> None:
+        self.backup.save_collections([c.to_json() for c in self.collections()])
+
+    def _restore_collections(self) -> None:
+        """Into a library rebuilt after damage: the collections it lost, from the backup."""
+        from core.errors import CollectionError
+
+        for saved in self.backup.load_collections():
+            name, folders = saved.get("name"), saved.get("folders")
+            if not isinstance(name, str) or self.collection_store.get(name) is not None:
+                continue
+            kept = [f for f in folders if isinstance(f, str)] if isinstance(folders, list) else []
+            try:
+                self.collection_store.create(name, kept)
+            except CollectionError:
+                continue  # a name the store no longer takes: the rest still come back
+
+    def document_types(self) -> list[str]:
+        """The file types among the indexed documents (for choosing a scope)."""
+        return self.collection_store.document_types()
+
+    def _in_library(self, folder: str, library: Sequence[str]) -> bool:
+        return any(folder == f or folder.startswith(f.rstrip(os.sep) + os.sep) for f in library)
+
+    def _library_folders(self, folders: Sequence[str | Path]) -> list[str]:
+        """``folders`` normalised; each must be a library folder or inside one."""
+        from core.errors import CollectionError
+
+        library = self.folders()
+        chosen = [normalize_folder(f) for f in folders]
+        for folder in chosen:
+            if not self._in_library(folder, library):
+                raise CollectionError(
+                    f"{folder} is not in the library.",
+                    "Add the folder to the library first (`lectern index FOLDER`, or "
+                    "Add folder… in the app), then to the collection.",
+                )
+        return chosen
+
+    def scope_filters(self, scope: Scope) -> SearchFilters | None:
+        """The search filters for ``scope``; None when it leaves nothing to search (its
+        collections' and folders' folders have all left the library). A collection that
+        does not exist raises CollectionNotFoundError: a conversation kept to a deleted
+        collection says so rather than searching everything."""
+        from core.store.collections import not_found
+
+        if not scope:
+            return SearchFilters()
+        library = self.folders()
+        wanted: list[str] = []
+        if scope.collections:
+            known = {c.name.lower(): c for c in self.collections()}
+            for name in scope.collections:
+                found = known.get(name.lower())
+                if found is None:
+                    raise not_found(name)
+                wanted.extend(found.folders)
+        wanted.extend(normalize_folder(f) for f in scope.folders)
+        kept = tuple(dict.fromkeys(f for f in wanted if self._in_library(f, library)))
+        if (scope.collections or scope.folders) and not kept:
+            return None
+        return SearchFilters(kept, tuple(dict.fromkeys(t.lower() for t in scope.types)))
+
+    def conversation_scope(self, conversation_id: int) -> Scope:
+        return self.collection_store.scope(conversation_id)
+
+    def set_conversation_scope(self, conversation_id: int, scope: Scope) -> None:
+        self.collection_store.set_scope(conversation_id, scope)
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """A conversation and what it searched go together."""
+        self.conversations.delete(conversation_id)
+        self.collection_store.delete_scope(conversation_id)
 
     def documents(self, folder: str | None = None, state: str | None = None) -> list[Document]:
         return self.store.documents(normalize_folder(folder) if folder else None, state)
+
+    def file_list(self, folder: str | None = None, status: str | None = None) -> list[FileEntry]:
+        """Every file of the library (or of one folder) with its state, reason, pages and
+        passages, failed and skipped first: the library's health at a glance. ``status``:
+        one of ``FILE_STATUSES`` ("waiting" is pending; "indexed" includes "keyword only")."""
+        return self.store.file_list(normalize_folder(folder) if folder else None, status)
 
     def document_text(self, document_id: int) -> str:
         return self.store.document_text(document_id)
@@ -441,13 +582,38 @@ class Library:
             ],
             "counts": counts,
             "chunks": chunks,
+            "collections": [c.to_json() for c in self.collections()],
             "searchable": {"keyword": by_keyword, "meaning": by_meaning},
             "embedding_model": self.db.get_meta("embedding_model"),
             "index_config": self.index_config,
             "keyword_delta_chunks": self.keyword.delta_size(),
             "keyword_index": self.keyword.status(),
             "recovery": self.recovery_log(),
+            "indexing": {
+                "when": self.indexer.throttle.mode,
+                "cpu_share": self.indexer.throttle.cpu_share,
+                "waiting": self.indexer.throttle.waiting,
+            },
         }
+
+    # --- conversations ----------------------------------------------------------------
+
+    def rename_conversation(self, conversation_id: int, title: str) -> Conversation:
+        return self.conversations.rename(conversation_id, title)
+
+    def search_conversations(self, query: str, limit: int = 100) -> list[ConversationMatch]:
+        return self.conversations.search(query, limit)
+
+    def export_conversation(self, conversation_id: int, path: str | Path | None = None) -> str:
+        """The conversation as Markdown with its cited passages (core/export.py); written
+        to ``path`` too when one is given."""
+        from core.export import conversation_markdown, write_export
+
+        conversation = self.conversations.require(conversation_id)
+        text = conversation_markdown(conversation, self.conversations.turns(conversation_id))
+        if path is not None:
+            write_export(path, text)
+        return text
 
     def close(self) -> None:
         # A keyword base rebuild running in the background is stopped first: its tables

@@ -17,8 +17,9 @@ What happens when the model server misbehaves:
 * not running / not reachable, or silent before its first token: the answer falls back
   to the extractive mode (sentences from the sources), with a WarningEvent saying why;
   ``DoneEvent.mode`` is "extractive" (or "declined" when nothing is close enough).
-* model not installed: ErrorEvent carrying ModelNotFoundError (its ``model`` says what
-  to pull); no fallback, because the person asked for that model and can fix it at once.
+* model not installed: the extractive answer too, with a WarningEvent of kind
+  "model_missing" whose ``model`` says what to pull (a UI offers to download it and ask
+  again); "No answer" would leave the person with nothing while the fix downloads.
 * the prompt does not fit the model even with one source: ErrorEvent (ContextTooSmallError).
 * stream cut, stalled or failed mid-answer: the partial answer is kept, mode "generated",
   with a WarningEvent of kind "incomplete".
@@ -66,7 +67,7 @@ from core.generation.prompt import (
     rewrite_messages,
 )
 from core.library import Library
-from core.records import Citation, Hit, Turn
+from core.records import Citation, Hit, Scope, Turn
 from core.store.conversations import ConversationStore
 from core.text import content_words
 
@@ -102,9 +103,13 @@ class CitationsEvent:
 class WarningEvent:
     message: str
     kind: str
+    model: str = ""  # "model_missing": the model to download
 
     def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "message": self.message}
+        data = {"kind": self.kind, "message": self.message}
+        if self.model:
+            data["model"] = self.model
+        return data
 
 
 @dataclass(frozen=True)
@@ -227,13 +232,15 @@ def _from_answer_warnings(items: Sequence[AnswerWarning]) -> list[WarningEvent]:
 
 
 def _fallback_warning(error: LLMError) -> WarningEvent:
-    kind = "llm_timeout" if isinstance(error, LLMTimeoutError) else "llm_unavailable"
     hint = f" {error.hint}" if error.hint else ""
-    return _warning(
-        kind,
+    message = (
         f"{error.message} These are sentences extracted from your documents instead of a "
-        f"written answer.{hint}",
+        f"written answer.{hint}"
     )
+    if isinstance(error, ModelNotFoundError):
+        return WarningEvent(message, "model_missing", model=error.model)
+    kind = "llm_timeout" if isinstance(error, LLMTimeoutError) else "llm_unavailable"
+    return _warning(kind, message)
 
 
 # --- the call ---------------------------------------------------------------------------
@@ -250,13 +257,16 @@ def ask(
     use_llm: bool = True,
     k: int | None = None,
     store: bool = True,
+    scope: Scope | None = None,
 ) -> Iterator[Event]:
     """Answer ``question`` from ``library``; see the module docstring for the events.
 
     ``conversation`` is the id of an earlier conversation to continue (its turns make a
     follow-up question standalone before retrieval); None starts a new one. ``client``
     defaults to the server in the library's settings; ``use_llm=False`` answers
-    extractively without contacting any server.
+    extractively without contacting any server. ``scope`` keeps retrieval to collections,
+    folders or file types and is saved with the conversation; None uses the scope saved
+    with ``conversation`` (all documents for a new one).
     """
     settings = library.settings
     model_name = model or settings.llm_model
@@ -278,6 +288,7 @@ def ask(
             cancel,
             k or settings.top_k,
             store,
+            scope,
         )
     finally:
         if own_client and client is not None:
@@ -308,6 +319,7 @@ class _Question:
     question: str
     standalone: str
     cancel: threading.Event | None
+    scope: Scope = field(default_factory=Scope)
 
     @property
     def cancelled(self) -> bool:
@@ -330,6 +342,8 @@ class _Question:
             try:
                 if self.conversation is None:
                     self.conversation = self.writer.create(self.question)
+                    if self.scope:
+                        self.library.set_conversation_scope(self.conversation, self.scope)
                 turn_id = self.writer.add_turn(
                     self.conversation,
                     question=self.question,
@@ -388,6 +402,7 @@ def _ask(
     cancel: threading.Event | None,
     k: int,
     store: bool,
+    scope: Scope | None = None,
 ) -> Iterator[Event]:
     question = question.strip()
     if not question:
@@ -398,14 +413,22 @@ def _ask(
         return
     writer = library.conversations if store else None  # history is read either way
     q = _Question(library, _Run(), writer, conversation, question, question, cancel)
+    # The conversation keeps what it searches: a scope given now is saved with it (a new
+    # conversation's once it exists, in finish); none given means the saved one.
+    try:
+        if scope is None:
+            scope = library.conversation_scope(conversation) if conversation else Scope()
+        elif conversation is not None and store:
+            library.set_conversation_scope(conversation, scope)
+    except LecternError as exc:
+        yield ErrorEvent(exc)
+        return
+    q.scope = scope
     llm_down: LLMError | None = None
 
     # 1. Make a follow-up standalone before retrieving for it.
     if history:
-        rewritten = yield from _make_standalone(q, history, client, model)
-        if rewritten is None:
-            return
-        q.standalone, llm_down = rewritten
+        q.standalone, llm_down = _make_standalone(q, history, client, model)
 
     # 2. Retrieve.
     hits = yield from _retrieve(q, k)
@@ -413,7 +436,7 @@ def _ask(
         return
     if not hits:
         yield SourcesEvent((), q.standalone)
-        q.run.warnings.append(_nothing_found(q.library))
+        q.run.warnings.append(_nothing_found(q.library, q.scope))
         yield TokenEvent(REFUSAL)
         yield from q.finish(REFUSAL, "declined", (), (), None)
         return
@@ -436,7 +459,7 @@ def _ask(
     yield from _generate(q, client, model, prompt)
 
 
-def _nothing_found(library: Library) -> WarningEvent:
+def _nothing_found(library: Library, scope: Scope | None = None) -> WarningEvent:
     """An empty library needs a folder, not a better question."""
     try:
         empty = library.store.counts()[0].get("indexed", 0) == 0
@@ -447,6 +470,18 @@ def _nothing_found(library: Library) -> WarningEvent:
             "empty_library",
             "The library has no documents yet: add a folder of your documents, then ask again.",
         )
+    if scope:
+        try:
+            nothing_left = library.scope_filters(scope) is None
+        except LecternError:
+            nothing_left = False
+        if nothing_left:
+            return _warning(
+                "empty_scope",
+                f"There is nothing left to search in {scope.phrase()}: its folders are no "
+                "longer in the library. Choose another scope, then ask again.",
+            )
+        return _warning("no_sources", f"Nothing in {scope.phrase()} matches this question.")
     return _warning("no_sources", "Nothing in the library matches this question.")
 
 
@@ -473,9 +508,9 @@ def _history(
 
 def _make_standalone(
     q: _Question, history: Sequence[Turn], client: LLMClient | None, model: str
-) -> Generator[Event, None, tuple[str, LLMError | None] | None]:
-    """The follow-up as a standalone question, and the error if the server is down; None
-    after an error that ends the question."""
+) -> tuple[str, LLMError | None]:
+    """The follow-up as a standalone question, and the error if the server is down or
+    lacks the model (the answer is then extractive)."""
     t = time.perf_counter()
     rewritten: str | None = None
     llm_down: LLMError | None = None
@@ -490,11 +525,8 @@ def _make_standalone(
                 cancel=q.cancel,
             )
             rewritten = clean_rewrite(reply, q.question)
-        except (LLMUnavailableError, LLMTimeoutError) as exc:
+        except (LLMUnavailableError, LLMTimeoutError, ModelNotFoundError) as exc:
             llm_down = exc
-        except ModelNotFoundError as exc:
-            yield ErrorEvent(exc)
-            return None
         except LLMError as exc:
             q.run.warnings.append(
                 _warning(
@@ -514,7 +546,7 @@ def _make_standalone(
 def _retrieve(q: _Question, k: int) -> Generator[Event, None, list[Hit] | None]:
     t = time.perf_counter()
     try:
-        hits = list(q.library.search(q.standalone, k=k))
+        hits = list(q.library.search(q.standalone, k=k, scope=q.scope))
     except LecternError as exc:
         yield ErrorEvent(exc)
         return None
@@ -529,12 +561,8 @@ def _fit(
     extractive; None after an error that ends the question."""
     try:
         context_length = client.context_length(model)
-    except (LLMUnavailableError, LLMTimeoutError) as exc:
+    except (LLMUnavailableError, LLMTimeoutError, ModelNotFoundError) as exc:
         return None, exc
-    except ModelNotFoundError as exc:
-        yield SourcesEvent(tuple(hits), q.standalone)
-        yield ErrorEvent(exc)
-        return None
     except LLMError:
         context_length = None  # the server could not say; size for the request alone
     try:
@@ -592,7 +620,7 @@ def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> It
                 yield TokenEvent(delta.text)
             if delta.done:
                 final = delta
-    except (ModelNotFoundError, ContextTooSmallError) as exc:
+    except ContextTooSmallError as exc:
         yield ErrorEvent(exc, "".join(parts))
         return
     except LLMError as exc:
@@ -601,7 +629,10 @@ def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> It
     partial = "".join(parts).strip()
 
     if failure is not None and not partial:
-        if isinstance(failure, LLMUnavailableError | LLMTimeoutError | StreamInterruptedError):
+        if isinstance(
+            failure,
+            LLMUnavailableError | LLMTimeoutError | StreamInterruptedError | ModelNotFoundError,
+        ):
             run.warnings.insert(0, _fallback_warning(failure))
             yield from q.extractive(sources)
             return

@@ -222,6 +222,81 @@ class FolderStatus:
     ocr: int = 0  # indexed documents read (at least in part) by OCR
 
 
+# The file list's states, in its default order: what needs the person first. "waiting" is
+# the store's "pending"; "keyword only" is indexed with passages the meaning pass has not
+# embedded yet (found by keyword meanwhile).
+FILE_STATUSES = ("failed", "skipped", "waiting", "keyword only", "indexed")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One document as the library's file list shows it (``Library.file_list``): its state
+    and reason, and how much of it is searchable each way."""
+
+    path: str
+    folder: str  # the library folder it is under
+    type: str
+    title: str
+    state: DocState
+    reason: str
+    pages: int
+    passages: int
+    embedded: int  # of ``passages``, those searchable by meaning
+    size: int
+    mtime: float
+    indexed_at: float | None  # seconds since the epoch of the last write; None: never
+    ocr: bool = False  # some of its text was read by OCR
+
+    @property
+    def status(self) -> str:
+        """One of ``FILE_STATUSES``."""
+        if self.state is DocState.INDEXED:
+            return "keyword only" if self.embedded < self.passages else "indexed"
+        return "waiting" if self.state is DocState.PENDING else self.state.value
+
+    @property
+    def keyword_only(self) -> int:
+        """Passages found by keyword only until the meaning pass embeds them."""
+        return max(0, self.passages - self.embedded)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "folder": self.folder,
+            "type": self.type,
+            "title": self.title,
+            "state": self.state.value,
+            "status": self.status,
+            "reason": self.reason,
+            "pages": self.pages,
+            "passages": self.passages,
+            "embedded": self.embedded,
+            "size": self.size,
+            "mtime": self.mtime,
+            "indexed_at": self.indexed_at,
+            "ocr": self.ocr,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileEntry:
+        indexed_at = data.get("indexed_at")
+        return cls(
+            path=str(data["path"]),
+            folder=str(data.get("folder") or ""),
+            type=str(data.get("type") or ""),
+            title=str(data.get("title") or ""),
+            state=DocState(data["state"]),
+            reason=str(data.get("reason") or ""),
+            pages=int(data.get("pages") or 0),
+            passages=int(data.get("passages") or 0),
+            embedded=int(data.get("embedded") or 0),
+            size=int(data.get("size") or 0),
+            mtime=float(data.get("mtime") or 0.0),
+            indexed_at=float(indexed_at) if indexed_at is not None else None,
+            ocr=bool(data.get("ocr")),
+        )
+
+
 @dataclass(frozen=True)
 class Hit:
     """One retrieved chunk with where it came from and how it ranked."""
@@ -331,6 +406,8 @@ class IndexProgress:
     # Files of this run that keyword search finds (written, and the keyword index
     # refreshed since): the rest of ``files_done`` becomes so within a second.
     files_searchable: int = 0
+    # Why the run is holding ("" while it works): e.g. core.throttle.WAITING_IDLE.
+    waiting_reason: str = ""
 
     @property
     def finished(self) -> bool:
@@ -449,6 +526,17 @@ class Conversation:
 
 
 @dataclass(frozen=True)
+class ConversationMatch:
+    """A conversation found by a search, with where the words matched and a window of
+    text around them (``matched_in``: "title", "question" or "answer")."""
+
+    conversation: Conversation
+    matched_in: str
+    snippet: str
+    turn_id: int | None = None
+
+
+@dataclass(frozen=True)
 class SearchFilters:
     """Which part of the library a search looks in: folders (and what is under them)
     and file types; empty means everywhere."""
@@ -458,3 +546,113 @@ class SearchFilters:
 
     def __bool__(self) -> bool:
         return bool(self.folders or self.types)
+
+
+# File types as a person names them, for the scope's label (others show upper-cased).
+_TYPE_NAMES = {
+    "md": "Markdown",
+    "txt": "Text",
+    "html": "HTML",
+    "htm": "HTML",
+    "docx": "Word",
+    "xlsx": "Excel",
+    "pptx": "PowerPoint",
+    "eml": "E-mail",
+    "mbox": "E-mail",
+    "epub": "EPUB",
+}
+
+
+def type_name(file_type: str) -> str:
+    t = file_type.lower().lstrip(".")
+    return _TYPE_NAMES.get(t, t.upper())
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A named group of library folders that a conversation or a search can keep to."""
+
+    name: str
+    folders: tuple[str, ...] = ()
+    created_at: datetime | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "folders": list(self.folders),
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+        }
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a conversation searches: the union of the collections' and the folders'
+    documents, of the given file types; empty means all documents. Collections are kept
+    by name (a rename rewrites saved scopes), so a deleted one can still be named."""
+
+    collections: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.collections or self.folders or self.types)
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {
+            "collections": list(self.collections),
+            "folders": list(self.folders),
+            "types": list(self.types),
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Scope:
+        if not isinstance(data, dict):
+            return cls()
+
+        def names(key: str) -> tuple[str, ...]:
+            value = data.get(key) or []
+            return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+        return cls(names("collections"), names("folders"), tuple(t.lower() for t in names("types")))
+
+    def label(self) -> str:
+        """Short, for the question box: "All documents", "Collection: Papers · PDF"."""
+        if not self:
+            return "All documents"
+        parts: list[str] = []
+        if self.collections:
+            word = "Collection" if len(self.collections) == 1 else "Collections"
+            parts.append(f"{word}: {', '.join(self.collections)}")
+        if self.folders:
+            word = "Folder" if len(self.folders) == 1 else "Folders"
+            parts.append(f"{word}: {', '.join(_base(f) for f in self.folders)}")
+        if self.types:
+            parts.append(", ".join(type_name(t) for t in self.types))
+        return " · ".join(parts)
+
+    def phrase(self) -> str:
+        """For a sentence: "PDF files in the collection “Papers”"; "all documents"."""
+        if not self:
+            return "all documents"
+        places: list[str] = []
+        if self.collections:
+            word = "collection" if len(self.collections) == 1 else "collections"
+            places.append(f"the {word} " + _and(f"“{c}”" for c in self.collections))
+        if self.folders:
+            word = "folder" if len(self.folders) == 1 else "folders"
+            places.append(f"the {word} " + _and(f"“{_base(f)}”" for f in self.folders))
+        kinds = _and(type_name(t) for t in self.types) + " files" if self.types else ""
+        where = " and ".join(places)
+        if kinds and where:
+            return f"{kinds} in {where}"
+        return kinds or where
+
+
+def _base(folder: str) -> str:
+    name = folder.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    return name or folder
+
+
+def _and(items: Any) -> str:
+    words = list(items)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import Settings, load_settings
 from core.errors import DiskFullError, LecternError
-from core.records import Document, IndexProgress, IndexReport
+from core.records import Collection, Document, IndexProgress, IndexReport, Scope
 from desktop.index_jobs import FOLDERS_ADDED, IndexJob, IndexJobQueue, run_job
 from desktop.model_probe import LLMStatus, address_problem, llm_address, model_matches, probe_llm
 from desktop.qt import QObject, QTimer, Signal
@@ -47,6 +47,15 @@ SHUTDOWN_WAIT_MS = 1500
 
 
 @dataclass(frozen=True)
+class ScopeChoices:
+    """What a conversation's scope can be made of, for the question box's menu."""
+
+    collections: tuple[Collection, ...] = ()
+    folders: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class LibrarySnapshot:
     folders: tuple[FolderStatus, ...]
     problems: dict[str, tuple[Document, ...]]  # folder -> failed and skipped files
@@ -60,6 +69,9 @@ class Backend(QObject):
     ready = Signal()
     failed = Signal(str, str)  # message, hint
     library_changed = Signal(object)  # LibrarySnapshot
+    # Paths of documents just removed from the library (a deleted file, not only a
+    # removed folder): open answers and the evidence panel drop their text at once.
+    documents_removed = Signal(object)  # list[str]
     index_started = Signal(object)  # IndexJob
     index_progress = Signal(object)  # IndexProgress
     index_paused = Signal(bool)
@@ -74,6 +86,7 @@ class Backend(QObject):
     settings_changed = Signal(object)  # Settings
     watch_changed = Signal(object)  # {folder: (state, reason)}
     watch_idle = Signal()  # a watcher batch finished
+    collections_changed = Signal()  # a collection was made, changed or deleted
 
     def __init__(
         self,
@@ -207,6 +220,8 @@ class Backend(QObject):
         self.library = library
         if self._closing:
             return
+        # Called on the indexing thread; the signal carries the paths to the UI thread.
+        library.indexer.on_removed.append(self.documents_removed.emit)
         self._set_phase("ready", "Ready")
         self.ready.emit()
         # Repairs made at open (a log set aside, a damaged file rebuilt) are said once.
@@ -577,6 +592,7 @@ class Backend(QObject):
         on_event: Callable[[Any], None],
         on_error: Callable[[BaseException], None],
         on_finished: Callable[[], None] | None = None,
+        scope: Scope | None = None,
     ) -> Task | None:
         settings = self.settings
 
@@ -607,6 +623,7 @@ class Backend(QObject):
                     model=settings.llm_model,
                     cancel=ctx.cancel,
                     k=settings.top_k,
+                    scope=scope,
                 ):
                     if problem is not None and isinstance(event, DoneEvent):
                         event = replace(event, warnings=(problem, *event.warnings))
@@ -634,10 +651,11 @@ class Backend(QObject):
         *,
         on_result: Callable[[Any], None],
         on_error: Callable[[BaseException], None],
+        scope: Scope | None = None,
     ) -> Task | None:
         k = max(10, self.settings.top_k)
         return self.run(
-            lambda library, ctx: library.search(query, k=k),
+            lambda library, ctx: library.search(query, k=k, scope=scope),
             name="search",
             on_result=on_result,
             on_error=on_error,
@@ -661,11 +679,97 @@ class Backend(QObject):
 
     def delete_conversation(self, conversation_id: int) -> None:
         def delete(library: Library, ctx: TaskContext) -> None:
-            library.conversations.delete(conversation_id)
+            library.delete_conversation(conversation_id)
 
         task = self.run(delete, name="delete conversation")
         if task is not None:
             task.signals.finished.connect(self.refresh_conversations)
+
+    def rename_conversation(
+        self,
+        conversation_id: int,
+        title: str,
+        *,
+        on_result: Callable[[Any], None],
+        on_error: Callable[[BaseException], None],
+    ) -> Task | None:
+        def rename(library: Library, ctx: TaskContext) -> Any:
+            return library.rename_conversation(conversation_id, title)
+
+        task = self.run(rename, name="rename conversation", on_result=on_result, on_error=on_error)
+        if task is not None:
+            task.signals.finished.connect(self.refresh_conversations)
+        return task
+
+    def search_conversations(
+        self, query: str, on_result: Callable[[list[Any]], None]
+    ) -> Task | None:
+        def search(library: Library, ctx: TaskContext) -> list[Any]:
+            return library.search_conversations(query)
+
+        return self.run(search, name="search conversations", on_result=on_result)
+
+    def export_conversation(
+        self,
+        conversation_id: int,
+        path: str,
+        *,
+        on_result: Callable[[str], None],
+        on_error: Callable[[BaseException], None],
+    ) -> Task | None:
+        def export(library: Library, ctx: TaskContext) -> str:
+            library.export_conversation(conversation_id, path)
+            return path
+
+        return self.run(export, name="export conversation", on_result=on_result, on_error=on_error)
+
+    # --- collections and scopes ---------------------------------------------------------
+
+    def load_scope_choices(self, on_result: Callable[[ScopeChoices], None]) -> Task | None:
+        """The collections, library folders and file types a scope can be made of."""
+
+        def load(library: Library, ctx: TaskContext) -> ScopeChoices:
+            return ScopeChoices(
+                tuple(library.collections()),
+                tuple(library.folders()),
+                tuple(library.document_types()),
+            )
+
+        return self.run(load, name="scope choices", on_result=on_result)
+
+    def change_collections(
+        self,
+        change: Callable[[Library], Any],
+        *,
+        on_result: Callable[[Any], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> Task | None:
+        """Run one change to the collections (``change(library)``) off the UI thread;
+        ``collections_changed`` follows it."""
+        task = self.run(
+            lambda library, ctx: change(library),
+            name="collections",
+            on_result=on_result,
+            on_error=on_error,
+        )
+        if task is not None:
+            task.signals.finished.connect(self.collections_changed.emit)
+        return task
+
+    def load_conversation_scope(
+        self, conversation_id: int, on_result: Callable[[Scope], None]
+    ) -> Task | None:
+        return self.run(
+            lambda library, ctx: library.conversation_scope(conversation_id),
+            name="conversation scope",
+            on_result=on_result,
+        )
+
+    def set_conversation_scope(self, conversation_id: int, scope: Scope) -> Task | None:
+        return self.run(
+            lambda library, ctx: library.set_conversation_scope(conversation_id, scope),
+            name="save scope",
+        )
 
     # --- the model server ---------------------------------------------------------------
 
@@ -758,6 +862,8 @@ class Backend(QObject):
         if self.library is not None:
             # The library reads top_k and the LLM fields from its settings per call.
             self.library.settings = settings
+            # A running index or watcher batch follows at its next file or batch.
+            self.library.set_index_pace(settings.index_when, settings.index_cpu_share)
         self.settings_changed.emit(settings)
         if (old.llm_kind, old.llm_url, old.llm_model, old.llm_api_key) != (
             settings.llm_kind,

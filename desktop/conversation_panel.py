@@ -9,18 +9,23 @@ replaces the streamed text, and its citation markers become links to the evidenc
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from core.errors import LecternError
-from desktop.backend import Backend
+from core.records import Scope, type_name
+from desktop.backend import Backend, ScopeChoices
 from desktop.model_probe import LLMStatus
 from desktop.qt import (
+    QAction,
     QButtonGroup,
     QFocusEvent,
     QFrame,
     QHBoxLayout,
     QKeyEvent,
     QLabel,
+    QMenu,
+    QMouseEvent,
     QPlainTextEdit,
     QResizeEvent,
     QScrollArea,
@@ -32,6 +37,7 @@ from desktop.qt import (
     QToolButton,
     QVBoxLayout,
     QWidget,
+    QWidgetAction,
     Signal,
 )
 from desktop.search_results import SearchResultsWidget
@@ -42,9 +48,10 @@ from desktop.viewmodels import (
     ErrorView,
     SourceView,
     TurnView,
+    missing_model,
 )
 from desktop.welcome_view import WelcomeView
-from desktop.widgets import ElidedLabel
+from desktop.widgets import ElidedLabel, display_path
 from desktop.workers import Task, describe_error
 
 MAX_COLUMN = 860
@@ -108,6 +115,25 @@ class QuestionEdit(QPlainTextEdit):
         self.setFixedHeight(int(lines * line + 2 * self.document().documentMargin() + 4))
 
 
+# --- the scope on the question box ------------------------------------------------------
+
+
+class ScopeMenu(QMenu):
+    """A menu whose check boxes toggle without closing it, so several collections,
+    folders and types can be picked in one go."""
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        action = self.activeAction()
+        if action is not None and action.isCheckable() and action.isEnabled():
+            action.trigger()
+            return
+        super().mouseReleaseEvent(event)
+
+
+def _folder_name(folder: str) -> str:
+    return os.path.basename(folder.rstrip(os.sep)) or folder
+
+
 # --- the panel ------------------------------------------------------------------------
 
 
@@ -123,6 +149,7 @@ class ConversationPanel(QFrame):
         self.setObjectName("conversationPanel")
         self.backend = backend
         self.theme = theme
+        self._downloads: dict[str, Any] = {}  # model -> ModelDownload started from an answer
         self.conversation_id: int | None = None
         self.conversation_title = ""
         self.items: list[QWidget] = []
@@ -134,6 +161,13 @@ class ConversationPanel(QFrame):
         self._render_timer.setInterval(RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self._render_active)
         self._stick_to_bottom = True
+        # What the conversation searches (saved with it), and what it can be made of.
+        self.scope = Scope()
+        self.choices = ScopeChoices()
+        self.scope_menu: ScopeMenu | None = None
+        self.collections_dialog: Any = None
+        self._choice_folders: tuple[str, ...] | None = None
+        self._scope_known = True  # False while a reopened conversation's scope is read
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -212,9 +246,23 @@ class ConversationPanel(QFrame):
         crow.addStretch(1)
         self.composer = QFrame(objectName="composer")
         self.composer.setMaximumWidth(MAX_COLUMN)
-        comp = QHBoxLayout(self.composer)
-        comp.setContentsMargins(14, 8, 8, 8)
+        stacked = QVBoxLayout(self.composer)
+        stacked.setContentsMargins(10, 8, 8, 8)
+        stacked.setSpacing(4)
+        scope_row = QHBoxLayout()
+        scope_row.setContentsMargins(0, 0, 0, 0)
+        self.scope_button = QToolButton(objectName="scopeChip")
+        self.scope_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.scope_button.setIconSize(QSize(13, 13))
+        self.scope_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.scope_button.clicked.connect(self.show_scope_menu)
+        scope_row.addWidget(self.scope_button)
+        scope_row.addStretch(1)
+        stacked.addLayout(scope_row)
+        comp = QHBoxLayout()
+        comp.setContentsMargins(4, 0, 0, 0)
         comp.setSpacing(8)
+        stacked.addLayout(comp)
         self.input = QuestionEdit()
         self.input.submitted.connect(self.submit)
         self.input.stop_requested.connect(self.stop)
@@ -236,7 +284,11 @@ class ConversationPanel(QFrame):
         backend.llm_status_changed.connect(self._llm_status)
         backend.library_changed.connect(self.welcome.set_snapshot)
         backend.library_changed.connect(self._library_changed)
+        backend.documents_removed.connect(self._documents_removed)
         backend.ready.connect(self._backend_ready)
+        backend.ready.connect(self.reload_scope_choices)
+        backend.collections_changed.connect(self.reload_scope_choices)
+        backend.index_finished.connect(lambda *_: self.reload_scope_choices())
         theme.changed.connect(self._restyle)
         self._restyle(theme.palette)
         self._llm_status(backend.llm_status)
@@ -305,6 +357,17 @@ class ConversationPanel(QFrame):
         def kept(path: str) -> bool:
             return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
 
+        self._forget(kept)
+        if tuple(folders) != self._choice_folders:
+            self._choice_folders = tuple(folders)
+            self.reload_scope_choices()
+
+    def _documents_removed(self, paths: list[str]) -> None:
+        """A single file deleted or no longer matched leaves the open answers too."""
+        gone = set(paths)
+        self._forget(lambda path: path not in gone)
+
+    def _forget(self, kept: Callable[[str], bool]) -> None:
         for item in self.items:
             if isinstance(item, TurnWidget) and item.forget_sources(kept):
                 item.refresh()
@@ -341,6 +404,175 @@ class ConversationPanel(QFrame):
                 item.refresh()
         self._llm_status(self.backend.llm_status)
         self._update_state()
+        self._show_scope()
+
+    # --- the scope ---------------------------------------------------------------------
+
+    def reload_scope_choices(self) -> None:
+        self.backend.load_scope_choices(self._set_choices)
+
+    def _set_choices(self, choices: ScopeChoices) -> None:
+        self.choices = choices
+        self._show_scope()
+        if self.scope_menu is not None and self.scope_menu.isVisible():
+            self._fill_scope_menu(self.scope_menu)
+
+    def missing_collections(self) -> list[str]:
+        """Collections the scope names that no longer exist (deleted meanwhile)."""
+        if not self.backend.is_ready:
+            return []
+        known = {c.name.lower() for c in self.choices.collections}
+        return [c for c in self.scope.collections if c.lower() not in known]
+
+    def set_scope(self, scope: Scope, *, save: bool = True) -> None:
+        """Search ``scope`` from now on; saved with the open conversation at once."""
+        self.scope = scope
+        self._scope_known = True
+        self._show_scope()
+        if self.scope_menu is not None and self.scope_menu.isVisible():
+            self._sync_scope_menu(self.scope_menu)
+        if save and self.conversation_id is not None:
+            self.backend.set_conversation_scope(self.conversation_id, scope)
+
+    def _show_scope(self) -> None:
+        palette = self.theme.palette
+        missing = self.missing_collections()
+        label = self.scope.label()
+        self.scope_button.setText(label)
+        if missing:
+            gone = ", ".join(f"“{m}”" for m in missing)
+            tip = f"The collection {gone} was deleted. Click to choose what to search."
+        elif self.scope:
+            tip = f"Searching {self.scope.phrase()}. Click to change what is searched."
+        else:
+            tip = "Searching all documents. Click to keep to collections, folders or file types."
+        self.scope_button.setToolTip(tip)
+        self.scope_button.setAccessibleName(f"Scope: {label}")
+        color = palette.warning_text if missing else palette.text if self.scope else palette.muted
+        self.scope_button.setIcon(icon("warning" if missing else "folder", color, 13))
+        for name, value in (("scoped", bool(self.scope)), ("missing", bool(missing))):
+            self.scope_button.setProperty(name, value)
+        self.scope_button.style().unpolish(self.scope_button)
+        self.scope_button.style().polish(self.scope_button)
+
+    def show_scope_menu(self) -> ScopeMenu:
+        """Open the menu that chooses collections, folders and file types."""
+        if self.scope_menu is None:
+            self.scope_menu = ScopeMenu(self)
+            self.scope_menu.setObjectName("scopeMenu")
+            self.scope_menu.setToolTipsVisible(True)
+        menu = self.scope_menu
+        self._fill_scope_menu(menu)
+        self.reload_scope_choices()  # a collection made elsewhere shows up while it is open
+        # Above the chip: the question box sits at the bottom of the window.
+        at = self.scope_button.mapToGlobal(self.scope_button.rect().topLeft())
+        at.setY(at.y() - menu.sizeHint().height() - 4)
+        menu.popup(at)
+        return menu
+
+    def _fill_scope_menu(self, menu: QMenu) -> None:
+        menu.clear()
+        choices = self.choices
+        every = menu.addAction("All documents")
+        every.setCheckable(True)
+        every.setData(("all", ""))
+        every.triggered.connect(lambda: self.set_scope(Scope()))
+
+        def section(title: str, entries: list[tuple[str, str, str, str]]) -> None:
+            # A disabled entry, not addSection: styled menus draw a section as a bare line.
+            menu.addSeparator()
+            header = QWidgetAction(menu)
+            header.setDefaultWidget(QLabel(title, objectName="scopeMenuHeader"))
+            header.setEnabled(False)
+            menu.addAction(header)
+            if not entries:
+                empty = menu.addAction("None yet" if title == "Collections" else "None")
+                empty.setEnabled(False)
+            for kind, value, text, tip in entries:
+                action = menu.addAction(text)
+                action.setCheckable(True)
+                action.setData((kind, value))
+                if kind == "folder":
+                    tip = display_path(tip)
+                if tip:
+                    action.setToolTip(tip)
+                action.triggered.connect(
+                    lambda _checked=False, k=kind, v=value: self._toggle_scope(k, v)
+                )
+
+        gone = self.missing_collections()
+        section(
+            "Collections",
+            [
+                (
+                    "collection",
+                    c.name,
+                    c.name,
+                    "\n".join(display_path(f) for f in c.folders) or "No folders yet",
+                )
+                for c in choices.collections
+            ]
+            + [("collection", g, f"{g} (deleted)", "This collection was deleted") for g in gone],
+        )
+        folders = list(choices.folders) + [
+            f for f in self.scope.folders if f not in choices.folders
+        ]
+        section("Folders", [("folder", f, _folder_name(f), f) for f in folders])
+        types = list(dict.fromkeys([*choices.types, *self.scope.types]))
+        section("File types", [("type", t, type_name(t), "") for t in types])
+        menu.addSeparator()
+        manage = menu.addAction("Manage collections…")
+        manage.setData(("manage", ""))
+        manage.triggered.connect(self.open_collections)
+        self._sync_scope_menu(menu)
+
+    def _sync_scope_menu(self, menu: QMenu) -> None:
+        scope = self.scope
+        chosen = {
+            "all": {""} if not scope else set(),
+            "collection": {c.lower() for c in scope.collections},
+            "folder": set(scope.folders),
+            "type": set(scope.types),
+        }
+        for action in menu.actions():
+            data = action.data()
+            if isinstance(data, tuple) and data[0] in chosen:
+                value = data[1].lower() if data[0] == "collection" else data[1]
+                action.setChecked(value in chosen[data[0]])
+
+    def scope_actions(self) -> dict[str, QAction]:
+        """The menu's check boxes by their text (for tests and the screenshots)."""
+        menu = self.scope_menu
+        return {a.text(): a for a in menu.actions()} if menu is not None else {}
+
+    def _toggle_scope(self, kind: str, value: str) -> None:
+        def flip(items: tuple[str, ...], item: str) -> tuple[str, ...]:
+            lowered = [i.lower() for i in items] if kind == "collection" else list(items)
+            key = item.lower() if kind == "collection" else item
+            if key in lowered:
+                return tuple(i for i, k in zip(items, lowered, strict=True) if k != key)
+            return (*items, item)
+
+        scope = self.scope
+        if kind == "collection":
+            scope = Scope(flip(scope.collections, value), scope.folders, scope.types)
+        elif kind == "folder":
+            scope = Scope(scope.collections, flip(scope.folders, value), scope.types)
+        elif kind == "type":
+            scope = Scope(scope.collections, scope.folders, flip(scope.types, value))
+        self.set_scope(scope)
+
+    def open_collections(self) -> None:
+        """The dialog that makes, renames and deletes collections and fills them."""
+        from desktop.collections_dialog import CollectionsDialog
+
+        if self.scope_menu is not None:
+            self.scope_menu.hide()
+        if self.collections_dialog is None:
+            self.collections_dialog = CollectionsDialog(self.backend, self.window())
+        self.collections_dialog.reload()
+        self.collections_dialog.show()
+        self.collections_dialog.raise_()
 
     def _llm_status(self, status: LLMStatus) -> None:
         palette = self.theme.palette
@@ -392,6 +624,7 @@ class ConversationPanel(QFrame):
         self.stop()
         self.conversation_id = None
         self.conversation_title = ""
+        self.set_scope(Scope(), save=False)  # a new conversation searches everything
         self._clear_items()
         self._update_state()
         self.conversation_changed.emit(None)
@@ -403,9 +636,18 @@ class ConversationPanel(QFrame):
         self.stop()
         self.conversation_id = conversation_id
         self.conversation_title = title
+        self.set_scope(Scope(), save=False)
+        self._scope_known = False  # an answer asked meanwhile keeps the saved scope
         self._clear_items()
         self._update_state()
         self.conversation_changed.emit(conversation_id)
+
+        def scoped(scope: Scope) -> None:
+            if self.conversation_id == conversation_id:
+                self._scope_known = True
+                self.set_scope(scope, save=False)
+
+        self.backend.load_conversation_scope(conversation_id, scoped)
 
         def loaded(turns: list[Any]) -> None:
             if self.conversation_id != conversation_id:
@@ -495,7 +737,9 @@ class ConversationPanel(QFrame):
             self.task = None
             self._update_state()
 
-        self.task = self.backend.search(query, on_result=widget.set_hits, on_error=failed)
+        self.task = self.backend.search(
+            query, on_result=widget.set_hits, on_error=failed, scope=self.scope
+        )
         if self.task is not None:
             self.task.signals.finished.connect(finished)
         self._update_state()
@@ -534,6 +778,7 @@ class ConversationPanel(QFrame):
             on_event=lambda event: self._event(widget, event),
             on_error=lambda exc: self._failed(widget, exc),
             on_finished=finished,
+            scope=self.scope if self._scope_known else None,
         )
         self._update_state()
 
@@ -581,6 +826,7 @@ class ConversationPanel(QFrame):
             turn.model = event.model
             turn.citations = [CitationView.from_citation(c, turn.sources) for c in event.citations]
             turn.warnings = [(w.kind, w.message) for w in event.warnings]
+            turn.missing_model = missing_model(event.warnings)
             turn.turn_id = event.turn_id
             turn.streaming = False
             if event.conversation_id is not None and self.conversation_id is None:
@@ -619,6 +865,26 @@ class ConversationPanel(QFrame):
             self.open_settings.emit()
         elif name == "retry" and not self.busy:
             self.ask(str(arg))
+        elif name in ("download", "cancel_download"):
+            sender = self.sender()
+            if isinstance(sender, TurnWidget):
+                self._download(sender, str(arg), start=name == "download")
+
+    def _download(self, widget: TurnWidget, model: str, *, start: bool) -> None:
+        """The missing model downloaded in the answer's own note; one download per model,
+        however many answers offer it."""
+        from desktop.model_download import ModelDownload
+
+        download = self._downloads.get(model)
+        if not start:
+            if download is not None:
+                download.cancel()
+            return
+        if download is None or not download.running:
+            download = ModelDownload(self.backend, model, self)
+            self._downloads[model] = download
+            download.start()
+        widget.follow_download(download)
 
     # --- scrolling -------------------------------------------------------------------
 

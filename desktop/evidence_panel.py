@@ -11,14 +11,14 @@ the same way. Other formats show the surrounding extracted text with the span hi
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from core.errors import LecternError
+from core.export import plain_quote
 from core.records import WordBox
 from desktop.backend import Backend
 from desktop.locate import _folded as folded
@@ -486,17 +486,26 @@ class EvidencePanel(QFrame):
 
         theme.changed.connect(self._restyle)
         backend.library_changed.connect(self._library_changed)
+        backend.documents_removed.connect(self._documents_removed)
         self._restyle(theme.palette)
         self.clear()
 
     def _library_changed(self, snapshot: object) -> None:
         """The document shown went with its folder: say so at once, keep none of its text."""
-        request = self.current
-        if request is None or request.removed:
-            return
         folders = [f.path for f in snapshot.folders]  # type: ignore[attr-defined]
-        path = request.path
-        if any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders):
+        self._let_go(
+            lambda path: any(
+                path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders
+            )
+        )
+
+    def _documents_removed(self, paths: list[str]) -> None:
+        gone = set(paths)
+        self._let_go(lambda path: path not in gone)
+
+    def _let_go(self, kept: Callable[[str], bool]) -> None:
+        request = self.current
+        if request is None or request.removed or kept(request.path):
             return
         self.show_request(
             replace(
@@ -588,7 +597,7 @@ class EvidencePanel(QFrame):
         self.title.show()
         self.meta.setText(self._meta_text(request, None))
         self.meta.show()
-        quote = _plain(" ".join(s.text for s in request.spans))
+        quote = plain_quote(" ".join(s.text for s in request.spans))
         if request.quote:
             # A search hit: what its card showed, with the same words lit.
             lit = highlight_terms_html(request.quote, request.terms, self.theme.palette)
@@ -950,13 +959,6 @@ def _unwrap(text: str) -> str:
         )
         out.append(" " if prose else "\n")
     return "".join(out)
-
-
-def _plain(text: str) -> str:
-    """Span text as a quotation: Markdown emphasis and list markers are not the words."""
-    text = re.sub(r"\*\*|__|`", "", text)
-    text = re.sub(r"(?m)^\s*(?:[-*•]|\d{1,3}[.)])\s+", "", text)
-    return " ".join(text.split())
 
 
 def _escape(text: str) -> str:

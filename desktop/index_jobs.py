@@ -65,8 +65,13 @@ class IndexJobQueue:
 def run_job(library: Library, job: IndexJob, report: Callable[[object, bool], None]) -> IndexReport:
     """Do ``job`` (on the engine thread); ``report(value, force)`` passes progress on."""
 
+    waiting = ""
+
     def progress(p: IndexProgress) -> None:
-        report(p, p.finished)
+        nonlocal waiting
+        # A wait starting or ending is always shown (core/throttle.py).
+        changed, waiting = p.waiting_reason != waiting, p.waiting_reason
+        report(p, p.finished or changed)
 
     if job.files is not None:
         if job.retry:

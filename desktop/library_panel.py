@@ -6,23 +6,20 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from core.errors import (
-    DamagedFileError,
-    EncryptedError,
-    NoTextError,
-    ParseLimitError,
-    UnsupportedFileError,
-)
 from core.records import Document, IndexProgress, IndexReport
+from core.throttle import BUSY_WAITING
 from desktop.backend import Backend, LibrarySnapshot
+from desktop.file_list import FileListWindow, next_step
 from desktop.index_jobs import IndexJob
 from desktop.qt import (
     QDesktopServices,
+    QEvent,
     QFrame,
     QHBoxLayout,
     QKeySequence,
     QLabel,
     QMenu,
+    QObject,
     QPoint,
     QProgressBar,
     QPushButton,
@@ -43,29 +40,13 @@ if TYPE_CHECKING:
     from core.library import FolderStatus
 from desktop.rich import count_of
 from desktop.theme import Palette, Theme, icon
-from desktop.widgets import ElidedLabel, display_path
+from desktop.widgets import ElidedLabel, WrapLabel, display_path
 
 ROLE_PATH = Qt.ItemDataRole.UserRole
 ROLE_KIND = Qt.ItemDataRole.UserRole + 1  # "folder" | "group" | "file"
 MAX_LISTED = 300  # problem files listed per folder; the rest are summarised
-
-
-def next_step(reason: str) -> str:
-    """The next step for a file's failure reason, in core's own words."""
-    text = reason.lower()
-    if "encrypt" in text or "password" in text:
-        return EncryptedError.default_hint
-    if "no text" in text or "scanned" in text or "only images" in text:
-        return NoTextError.default_hint
-    if "damaged" in text or "empty" in text or "crashed" in text:
-        return DamagedFileError.default_hint
-    if "longer than" in text or "memory" in text or "nested" in text:
-        return ParseLimitError.default_hint
-    if "unsupported" in text or ".doc)" in text:
-        return UnsupportedFileError.default_hint
-    if "moved" in text or "disappeared" in text or "cannot be read" in text:
-        return "Check that the file is still there and that you may open it, then retry."
-    return "Retry it; if it keeps failing, re-save the file in another program."
+FOLDER_ROW_HEIGHT = 58  # name, path and one line of counts
+ITEM_PADDING = 6  # #libraryTree::item's vertical padding in app.qss, top and bottom
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -96,9 +77,10 @@ class FolderRow(QWidget):
         col.setSpacing(1)
         self.name = ElidedLabel(objectName="folderName")
         self.path = ElidedLabel(mode=Qt.TextElideMode.ElideMiddle, objectName="folderPath")
-        self.counts = QLabel(objectName="folderCounts")
+        # Wraps in a narrow sidebar: "12 indexed · 3 failed · 1 skipped" was cut at "1 skipp".
+        self.counts = WrapLabel(objectName="folderCounts")
         self.counts.setTextFormat(Qt.TextFormat.RichText)
-        self.counts.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.counts.setWordWrap(True)
         for label in (self.name, self.path, self.counts):
             col.addWidget(label)
         lay.addLayout(col, 1)
@@ -127,6 +109,7 @@ class LibraryPanel(QFrame):
         self._palette_shown = ""
         self._expanded: set[str] = set()
         self._last_progress: IndexProgress | None = None
+        self.file_list: FileListWindow | None = None
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 10, 10, 6)
@@ -137,6 +120,13 @@ class LibraryPanel(QFrame):
         title = QLabel("Library", objectName="sidebarTitle")
         head.addWidget(title)
         head.addStretch(1)
+        # Every file with its state: the library's health at a glance.
+        self.files_button = self._tool("file", "Every file with its state, failed first")
+        self.files_button.setText("Files…")
+        self.files_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.files_button.setAccessibleName("Files: every file with its state")
+        self.files_button.clicked.connect(lambda: self.open_file_list())
+        head.addWidget(self.files_button)
         self.rescan_button = self._tool("refresh", "Rescan all folders for changes (F5)")
         self.rescan_button.clicked.connect(backend.rescan)
         self.add_button = self._tool("folder-plus", "Add folder… (Ctrl+O)")
@@ -146,6 +136,7 @@ class LibraryPanel(QFrame):
         layout.addLayout(head)
 
         self.tree = QTreeWidget(objectName="libraryTree")
+        self.tree.viewport().installEventFilter(self)
         self.tree.setHeaderHidden(True)
         self.tree.setIndentation(14)
         self.tree.setRootIsDecorated(True)
@@ -241,12 +232,38 @@ class LibraryPanel(QFrame):
         return button
 
     def _restyle(self, palette: Palette) -> None:
-        for button in (self.rescan_button, self.add_button, self.pause_button, self.cancel_button):
+        for button in (
+            self.files_button,
+            self.rescan_button,
+            self.add_button,
+            self.pause_button,
+            self.cancel_button,
+        ):
             button.setIcon(icon(str(button.property("iconName")), palette.muted))
         if self.snapshot is not None:
             self.set_snapshot(self.snapshot)
 
     # --- folders ----------------------------------------------------------------------
+
+    def _fit_rows(self) -> None:
+        """Each folder row as tall as its wrapped counts need at the tree's width (a tree
+        item keeps the height it is given: a fixed one cut "1 skipped" in a narrow
+        sidebar)."""
+        width = self.tree.viewport().width() - self.tree.indentation()
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            row = self.tree.itemWidget(item, 0)
+            if row is None or width <= 0:
+                continue
+            height = max(FOLDER_ROW_HEIGHT, row.heightForWidth(width) + ITEM_PADDING)
+            if item.sizeHint(0).height() != height:
+                item.setSizeHint(0, QSize(100, height))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        # The tree's viewport, resized after the panel's own resize event has run.
+        if event.type() == QEvent.Type.Resize:
+            self._fit_rows()
+        return False
 
     @staticmethod
     def _key(item: QTreeWidgetItem) -> str:
@@ -267,6 +284,7 @@ class LibraryPanel(QFrame):
         ):
             for folder in snapshot.folders:
                 self._fill_row(self._rows[folder.path], folder, palette)
+            self._fit_rows()
             self._update_summary(snapshot)
             return
         self._watch_shown = dict(self.backend.watch_status)
@@ -282,7 +300,7 @@ class LibraryPanel(QFrame):
             item.setData(0, ROLE_KIND, "folder")
             row = FolderRow(lambda pos, p=folder.path: self._folder_menu(p, pos))
             self._fill_row(row, folder, palette)
-            item.setSizeHint(0, QSize(100, 58))
+            item.setSizeHint(0, QSize(100, FOLDER_ROW_HEIGHT))
             self.tree.setItemWidget(item, 0, row)
             self._rows[folder.path] = row
             self._add_problems(item, snapshot.problems.get(folder.path, ()), palette)
@@ -292,6 +310,7 @@ class LibraryPanel(QFrame):
             if key == selected_key:
                 self.tree.setCurrentItem(item)
         self.tree.verticalScrollBar().setValue(scroll)
+        self._fit_rows()
         self._update_summary(snapshot)
 
     def _update_summary(self, snapshot: LibrarySnapshot) -> None:
@@ -414,6 +433,7 @@ class LibraryPanel(QFrame):
 
     def _folder_menu(self, path: str, pos: QPoint) -> None:
         menu = QMenu(self)
+        menu.addAction(icon("file"), "Show files", lambda: self.open_file_list(path))
         menu.addAction(icon("refresh"), "Rescan", self.backend.rescan)
         failed = self._failed_in(path)
         retry = menu.addAction(
@@ -448,6 +468,13 @@ class LibraryPanel(QFrame):
         else:
             return
         menu.exec(global_pos)
+
+    def open_file_list(self, folder: str | None = None) -> FileListWindow:
+        """The window listing every file (or ``folder``'s) with its state, failed first."""
+        if self.file_list is None:
+            self.file_list = FileListWindow(self.backend, self.theme, self.window())
+        self.file_list.show_folder(folder)
+        return self.file_list
 
     def _remove_current(self) -> None:
         item = self.tree.currentItem()
@@ -520,7 +547,9 @@ class LibraryPanel(QFrame):
             self.progress_card.show()
             self.summary.hide()
         paused = self.backend.paused
-        verb = "Paused" if paused else "Indexing"
+        # Waiting for the computer to be idle (Settings > Indexing, core/throttle.py).
+        waiting = bool(p.waiting_reason) and not paused
+        verb = "Paused" if paused else "Waiting" if waiting else "Indexing"
         # Files are written (keyword-searchable) first and embedded behind: the bar counts
         # the model's work, the slow part, so it moves evenly from start to end.
         self.progress_bar.setRange(0, 1000)
@@ -546,7 +575,12 @@ class LibraryPanel(QFrame):
             self.progress_title.setText(
                 f"{verb} · {p.files_done} of {count_of(p.files_total, 'file')}"
             )
-        bits.append("paused" if paused else fmt_duration(p.eta_s))
+        if waiting:
+            bits = [BUSY_WAITING[0].upper() + BUSY_WAITING[1:]]
+        else:
+            bits.append("paused" if paused else fmt_duration(p.eta_s))
+            if self.backend.settings.index_when == "share":  # why it goes slower
+                bits.append(f"at most {self.backend.settings.index_cpu_share} % of the CPU")
         if p.failed:
             bits.append(f"{p.failed} failed")
         self.progress_detail.setText(" · ".join(bits))

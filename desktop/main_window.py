@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
+from core.export import export_file_name
 from desktop.about import AboutDialog
 from desktop.backend import Backend
 from desktop.conversation_panel import ConversationPanel
 from desktop.evidence_panel import EvidencePanel
 from desktop.library_panel import LibraryPanel
 from desktop.qt import (
+    QAbstractItemView,
     QAction,
+    QApplication,
     QByteArray,
     QCloseEvent,
     QColor,
@@ -22,10 +26,13 @@ from desktop.qt import (
     QDragMoveEvent,
     QDropEvent,
     QFileDialog,
+    QFont,
+    QFontMetrics,
     QFrame,
     QHBoxLayout,
     QKeySequence,
     QLabel,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QMainWindow,
@@ -36,22 +43,33 @@ from desktop.qt import (
     QPen,
     QProgressBar,
     QPushButton,
+    QRect,
     QSettings,
     QShortcut,
     QSize,
     QSplitter,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     Qt,
     QTimer,
     QToolButton,
     QUrl,
     QVBoxLayout,
     QWidget,
+    Signal,
 )
 from desktop.rich import count_of
 from desktop.settings_dialog import SettingsDialog
 from desktop.theme import Palette, Theme, app_icon, icon
+from desktop.workers import describe_error
 
 DEFAULT_SIZE = QSize(1360, 860)
+# Item data beside the conversation id: the title as stored (an inline edit changes the
+# text first) and, while searching, where the words matched.
+TITLE_ROLE = Qt.ItemDataRole.UserRole + 1
+SNIPPET_ROLE = Qt.ItemDataRole.UserRole + 2
+SEARCH_DELAY_MS = 150  # typing pauses this long before the conversations are searched
 
 
 def local_paths(urls: Sequence[QUrl]) -> list[str]:
@@ -104,13 +122,75 @@ class DropOverlay(QWidget):
         painter.end()
 
 
+class MatchDelegate(QStyledItemDelegate):
+    """While searching, a conversation shows under its title the words that matched in
+    its questions or answers (a title match needs no second line)."""
+
+    def __init__(self, theme: Theme, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.theme = theme
+
+    @staticmethod
+    def _font(option: QStyleOptionViewItem) -> QFont:
+        font = QFont(option.font)  # type: ignore[attr-defined]
+        # The style sheet sets sizes in pixels, which leaves the point size unset (-1).
+        if font.pointSizeF() > 0:
+            font.setPointSizeF(font.pointSizeF() * 0.88)
+        elif font.pixelSize() > 0:
+            font.setPixelSize(max(9, round(font.pixelSize() * 0.88)))
+        return font
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: Any) -> QSize:
+        size = super().sizeHint(option, index)
+        if index.data(SNIPPET_ROLE):
+            size.setHeight(size.height() + QFontMetrics(self._font(option)).height() + 2)
+        return size
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Any) -> None:
+        snippet = str(index.data(SNIPPET_ROLE) or "")
+        if not snippet:
+            super().paint(painter, option, index)
+            return
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.displayAlignment = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop  # type: ignore[attr-defined]
+        widget = opt.widget  # type: ignore[attr-defined]
+        style = widget.style() if widget is not None else QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
+        text = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, widget)
+        font = self._font(opt)
+        metrics = QFontMetrics(font)
+        line = QRect(
+            text.left(),
+            text.top() + opt.fontMetrics.height() + 2,  # type: ignore[attr-defined]
+            text.width(),
+            metrics.height(),
+        )
+        painter.save()
+        painter.setFont(font)
+        painter.setPen(QColor(self.theme.palette.muted))
+        painter.drawText(
+            line,
+            int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+            metrics.elidedText(snippet, Qt.TextElideMode.ElideRight, line.width()),
+        )
+        painter.restore()
+
+
 class ConversationList(QFrame):
-    """Kept conversations, most recent first."""
+    """Kept conversations, most recent first, with a search box above them; a title is
+    renamed in place (double-click, F2 or the context menu)."""
+
+    query_changed = Signal(str)  # the search words, once typing pauses ("" : show all)
+    rename_requested = Signal(int, str)  # conversation id, the title as typed
 
     def __init__(self, theme: Theme, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("conversationList")
         self.theme = theme
+        self.conversations: list[Any] = []
+        self.current: int | None = None
+        self.shown_query = ""  # the query whose matches the list shows ("" : all of them)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 8, 10, 10)
         lay.setSpacing(6)
@@ -124,36 +204,122 @@ class ConversationList(QFrame):
         self.new_button.setIconSize(QSize(17, 17))
         head.addWidget(self.new_button)
         lay.addLayout(head)
+        self.search = QLineEdit(objectName="conversationSearch")
+        self.search.setPlaceholderText("Search conversations")
+        self.search.setAccessibleName("Search conversations")
+        self.search.setToolTip("Find conversations by their title, questions or answers")
+        self.search.setClearButtonEnabled(True)
+        self._search_icon = self.search.addAction(
+            icon("search", theme.palette.faint, 16), QLineEdit.ActionPosition.LeadingPosition
+        )
+        lay.addWidget(self.search)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DELAY_MS)
+        self._search_timer.timeout.connect(lambda: self.query_changed.emit(self.query))
+        self.search.textChanged.connect(self._typed)
+        clear = QShortcut(QKeySequence(Qt.Key.Key_Escape), self.search)
+        clear.setContext(Qt.ShortcutContext.WidgetShortcut)
+        clear.activated.connect(self.search.clear)
         self.list = QListWidget(objectName="conversationItems")
         self.list.setFrameShape(QFrame.Shape.NoFrame)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.setAccessibleName("Conversations")
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked)
+        self.list.setItemDelegate(MatchDelegate(theme, self.list))
+        self.list.itemChanged.connect(self._edited)
+        self._pending: list[tuple[Any, Any]] | None = None
+        self.list.itemDelegate().closeEditor.connect(
+            lambda *_: QTimer.singleShot(0, self._fill_pending)
+        )
+        rename = QShortcut(QKeySequence(Qt.Key.Key_F2), self.list)
+        rename.setContext(Qt.ShortcutContext.WidgetShortcut)
+        rename.activated.connect(self.rename_current)
         lay.addWidget(self.list, 1)
         self.empty = QLabel("Your questions and answers are kept here.", objectName="sidebarEmpty")
         self.empty.setWordWrap(True)
+        self.empty.setTextFormat(Qt.TextFormat.PlainText)  # the query is shown as typed
         lay.addWidget(self.empty)
-        theme.changed.connect(lambda p: self.new_button.setIcon(icon("new-chat", p.muted)))
+        theme.changed.connect(self._restyle)
         self.new_button.setIcon(icon("new-chat", theme.palette.muted))
 
+    def _restyle(self, palette: Palette) -> None:
+        self.new_button.setIcon(icon("new-chat", palette.muted))
+        self._search_icon.setIcon(icon("search", palette.faint, 16))
+
+    @property
+    def query(self) -> str:
+        return " ".join(self.search.text().split())
+
+    def _typed(self, _text: str) -> None:
+        if not self.query:
+            # Cleared: every conversation at once, no search needed.
+            self._search_timer.stop()
+            self.shown_query = ""
+            self._fill([(c, None) for c in self.conversations])
+            self.query_changed.emit("")
+        else:
+            self._search_timer.start()
+
     def set_conversations(self, conversations: list[Any], current: int | None) -> None:
+        """The whole list (after any change); while searching, the window searches again."""
+        self.conversations = list(conversations)
+        self.current = current
+        if not self.query:
+            self.shown_query = ""
+            self._fill([(c, None) for c in conversations])
+
+    def show_matches(self, query: str, matches: list[Any]) -> None:
+        """What a search for ``query`` found; ignored if the words have changed since."""
+        if query != self.query:
+            return
+        self.shown_query = query
+        self._fill([(m.conversation, m) for m in matches])
+
+    def _fill_pending(self) -> None:
+        rows, self._pending = self._pending, None
+        if rows is not None:
+            self._fill(rows)
+
+    def _fill(self, rows: list[tuple[Any, Any]]) -> None:
+        if self.list.state() == QAbstractItemView.State.EditingState:
+            # Rebuilding the list would throw away the title being typed: after the edit.
+            self._pending = rows
+            return
         self.list.blockSignals(True)
         self.list.clear()
-        for conv in conversations:
+        where = {"title": "Title", "question": "Question", "answer": "Answer"}
+        for conv, found in rows:
             item = QListWidgetItem(conv.title)
             item.setData(Qt.ItemDataRole.UserRole, conv.id)
+            item.setData(TITLE_ROLE, conv.title)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             when = conv.created_at.strftime("%d %b %Y, %H:%M") if conv.created_at else ""
-            item.setToolTip(f"{conv.title}\n{conv.turn_count} question(s) · {when}")
+            tip = f"{conv.title}\n{conv.turn_count} question(s) · {when}"
+            if found is not None:
+                tip += f"\n{where.get(found.matched_in, 'Match')}: {found.snippet}"
+                if found.matched_in != "title":
+                    item.setData(SNIPPET_ROLE, found.snippet)
+            item.setToolTip(tip)
             item.setIcon(icon("chat", self.theme.palette.faint, 16))
             self.list.addItem(item)
-            if conv.id == current:
+            if conv.id == self.current:
                 self.list.setCurrentItem(item)
         self.list.blockSignals(False)
-        self.empty.setVisible(not conversations)
-        self.list.setVisible(bool(conversations))
+        searching = bool(self.query)
+        if searching and not rows:
+            self.empty.setText(f"No conversations match “{self.query}”.")
+        else:
+            self.empty.setText("Your questions and answers are kept here.")
+        self.empty.setVisible(not rows and (searching or not self.conversations))
+        self.list.setVisible(bool(rows))
+        # Nothing to search yet: the box would only be in the way of the first question.
+        self.search.setVisible(bool(self.conversations) or searching)
 
     def select(self, conversation_id: int | None) -> None:
+        self.current = conversation_id
         self.list.blockSignals(True)
         self.list.clearSelection()
         self.list.setCurrentItem(None)  # type: ignore[arg-type]
@@ -162,6 +328,42 @@ class ConversationList(QFrame):
             if item.data(Qt.ItemDataRole.UserRole) == conversation_id:
                 self.list.setCurrentItem(item)
         self.list.blockSignals(False)
+
+    def item_for(self, conversation_id: int) -> QListWidgetItem | None:
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            if item.data(Qt.ItemDataRole.UserRole) == conversation_id:
+                return item
+        return None
+
+    def rename(self, conversation_id: int) -> None:
+        """Open the title of ``conversation_id`` for editing in place."""
+        item = self.item_for(conversation_id)
+        if item is not None:
+            self.list.scrollToItem(item)
+            self.list.editItem(item)
+
+    def rename_current(self) -> None:
+        item = self.list.currentItem()
+        if item is not None:
+            self.list.editItem(item)
+
+    def set_title(self, conversation_id: int, title: str) -> None:
+        """Show ``title`` (a rename done, or undone) without asking anything again."""
+        item = self.item_for(conversation_id)
+        if item is not None:
+            self.list.blockSignals(True)
+            item.setText(title)
+            item.setData(TITLE_ROLE, title)
+            self.list.blockSignals(False)
+        self.conversations = [
+            replace(c, title=title) if c.id == conversation_id else c for c in self.conversations
+        ]
+
+    def _edited(self, item: QListWidgetItem) -> None:
+        before = str(item.data(TITLE_ROLE) or "")
+        if item.text() != before:
+            self.rename_requested.emit(int(item.data(Qt.ItemDataRole.UserRole)), item.text())
 
 
 class Banner(QFrame):
@@ -201,6 +403,7 @@ class MainWindow(QMainWindow):
         self.setMinimumSize(900, 560)
         self.settings_dialog: SettingsDialog | None = None
         self.conversations: list[Any] = []
+        self.export_error: QMessageBox | None = None  # the last export failure shown
 
         self.library = LibraryPanel(backend, theme)
         self.conversation_list = ConversationList(theme)
@@ -330,6 +533,15 @@ class MainWindow(QMainWindow):
             "Look for new, changed and deleted files",
         )
         file.addSeparator()
+        self.export_action = self._action(
+            file,
+            "&Export Conversation to Markdown…",
+            lambda: self.export_conversation(),
+            "Ctrl+Shift+E",
+            "Save the open conversation, with the passages it cites, as a Markdown file",
+        )
+        self.export_action.setEnabled(False)
+        file.addSeparator()
         self._action(
             file,
             "&Settings…",
@@ -367,6 +579,13 @@ class MainWindow(QMainWindow):
         )
         self.evidence_action.setCheckable(True)
         self.evidence_action.setChecked(True)
+        self.files_action = self._action(
+            view,
+            "Library &Files…",
+            lambda: self.library.open_file_list(),
+            "Ctrl+Shift+L",
+            "Every file with its state, pages and passages; failed and skipped first",
+        )
 
         help_menu = bar.addMenu("&Help")
         self._action(help_menu, "&Getting Started", self.new_conversation)
@@ -397,9 +616,14 @@ class MainWindow(QMainWindow):
         self.conversation.add_folder_requested.connect(self.add_folder_dialog)
         self.conversation.pull_requested.connect(lambda name: self.open_settings(start_pull=name))
         self.conversation.conversation_changed.connect(self.conversation_list.select)
+        self.conversation.conversation_changed.connect(
+            lambda cid: self.export_action.setEnabled(cid is not None)
+        )
         self.conversation_list.new_button.clicked.connect(self.new_conversation)
         self.conversation_list.list.currentItemChanged.connect(self._conversation_picked)
         self.conversation_list.list.customContextMenuRequested.connect(self._conversation_menu)
+        self.conversation_list.query_changed.connect(self._search_conversations)
+        self.conversation_list.rename_requested.connect(self.rename_conversation)
         self.banner.action.clicked.connect(self._retry_start)
 
     def _restyle(self, palette: Palette) -> None:
@@ -645,6 +869,9 @@ class MainWindow(QMainWindow):
     def _conversations(self, conversations: list[Any]) -> None:
         self.conversations = conversations
         self.conversation_list.set_conversations(conversations, self.conversation.conversation_id)
+        if self.conversation_list.query:
+            # A new answer or a rename may change what matches.
+            self._search_conversations(self.conversation_list.query)
 
     def _conversation_picked(self, item: QListWidgetItem | None, _previous: object) -> None:
         if item is None:
@@ -658,11 +885,96 @@ class MainWindow(QMainWindow):
         if item is None:
             return
         conversation_id = int(item.data(Qt.ItemDataRole.UserRole))
+        menu = self.conversation_menu(conversation_id)
+        menu.exec(self.conversation_list.list.viewport().mapToGlobal(pos))
+
+    def conversation_menu(self, conversation_id: int) -> QMenu:
         menu = QMenu(self)
+        rename = menu.addAction("Rename", lambda: self.conversation_list.rename(conversation_id))
+        rename.setShortcut(QKeySequence(Qt.Key.Key_F2))
+        menu.addAction(
+            icon("copy"),
+            "Export to Markdown…",
+            lambda: self.export_conversation(conversation_id),
+        )
+        menu.addSeparator()
         menu.addAction(
             icon("trash"), "Delete conversation", lambda: self._delete_conversation(conversation_id)
         )
-        menu.exec(self.conversation_list.list.viewport().mapToGlobal(pos))
+        return menu
+
+    def _search_conversations(self, query: str) -> None:
+        if not query:
+            return
+        self.backend.search_conversations(
+            query, lambda matches: self.conversation_list.show_matches(query, matches)
+        )
+
+    def _title_of(self, conversation_id: int) -> str:
+        for conversation in self.conversation_list.conversations:
+            if conversation.id == conversation_id:
+                return str(conversation.title)
+        if conversation_id == self.conversation.conversation_id:
+            return self.conversation.conversation_title
+        return ""
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        before = self._title_of(conversation_id)
+
+        def failed(exc: BaseException) -> None:
+            self.conversation_list.set_title(conversation_id, before)
+            message, hint = describe_error(exc)
+            self.show_notice("error", f"{message} {hint}".strip())
+
+        self.backend.rename_conversation(
+            conversation_id, title, on_result=self._renamed, on_error=failed
+        )
+
+    def _renamed(self, conversation: Any) -> None:
+        self.conversation_list.set_title(conversation.id, conversation.title)
+        if self.conversation.conversation_id == conversation.id:
+            # The panel's header shows the title too (it keeps it in conversation_title).
+            self.conversation.conversation_title = conversation.title
+            self.conversation.title.set_full_text(conversation.title)
+
+    def export_conversation(self, conversation_id: int | None = None) -> None:
+        """Ask where to save the conversation (the open one by default) as Markdown."""
+        cid = conversation_id if conversation_id is not None else self.conversation.conversation_id
+        if cid is None:
+            self.show_notice("info", "Ask a question first: there is no conversation to export.")
+            return
+        folder = str(self.qsettings.value("export/folder", "") or "")
+        if not folder or not os.path.isdir(folder):
+            documents = os.path.expanduser("~/Documents")
+            folder = documents if os.path.isdir(documents) else os.path.expanduser("~")
+        suggested = os.path.join(folder, export_file_name(self._title_of(cid) or "Conversation"))
+        path, _filter = QFileDialog.getSaveFileName(
+            self, "Export conversation to Markdown", suggested, "Markdown (*.md);;All files (*)"
+        )
+        if not path:
+            return
+        if not os.path.splitext(path)[1]:
+            path += ".md"
+        self.backend.export_conversation(
+            cid, path, on_result=self._exported, on_error=self._export_failed
+        )
+
+    def _exported(self, path: str) -> None:
+        self.qsettings.setValue("export/folder", os.path.dirname(path))
+        self.show_notice("info", f"Exported to {path}")
+
+    def _export_failed(self, exc: BaseException) -> None:
+        message, hint = describe_error(exc)
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle("Export failed")
+        box.setText("The conversation could not be exported.")
+        box.setInformativeText(f"{message} {hint}".strip())
+        box.setStandardButtons(QMessageBox.StandardButton.Ok)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.finished.connect(lambda _r: setattr(self, "export_error", None))
+        self.export_error = box
+        box.open()
 
     def _delete_conversation(self, conversation_id: int) -> None:
         if self.conversation.conversation_id == conversation_id:

@@ -26,6 +26,11 @@ class LLMStatus:
     models: tuple[str, ...] = ()
     message: str = ""
     hint: str = ""
+    sizes: tuple[int | None, ...] = ()  # bytes on disk, in the order of ``models``
+
+    def size_of(self, model: str) -> int | None:
+        sizes = dict(zip(self.models, self.sizes, strict=False))
+        return sizes.get(model)
 
     @property
     def ready(self) -> bool:
@@ -85,7 +90,9 @@ def probe_llm(settings: Settings) -> LLMStatus:
         return LLMStatus("error", kind, url, settings.llm_model, message=message, hint=hint)
     try:
         url = client.url
-        models = tuple(m.name for m in client.list_models())
+        listed = client.list_models()
+        models = tuple(m.name for m in listed)
+        sizes = tuple(m.size for m in listed)
     except LLMUnavailableError as exc:
         return LLMStatus(
             "unreachable", kind, url, settings.llm_model, message=exc.message, hint=exc.hint
@@ -113,5 +120,6 @@ def probe_llm(settings: Settings) -> LLMStatus:
             settings.llm_model,
             models,
             message=f"The model “{settings.llm_model}” is not installed on the server.",
+            sizes=sizes,
         )
-    return LLMStatus("ready", kind, url, settings.llm_model, models)
+    return LLMStatus("ready", kind, url, settings.llm_model, models, sizes=sizes)

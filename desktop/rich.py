@@ -188,6 +188,17 @@ def highlight_terms_html(text: str, terms: Iterable[str], palette: Palette) -> s
     return "".join(out)
 
 
+def markdown_as_read(text: str) -> str:
+    """A Markdown passage as it reads: the words without their markup (``**``, ``#``,
+    link targets, table pipes). Qt's own Markdown reader, as the evidence panel renders
+    it, so a card's snippet and the panel's text agree."""
+    from desktop.qt import QTextDocument
+
+    document = QTextDocument()
+    document.setMarkdown(text, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    return document.toPlainText()
+
+
 def snippet(text: str, terms: Iterable[str], limit: int = 420) -> str:
     """A window of ``text`` around its first matching word, on word boundaries."""
     flat = " ".join(text.split())

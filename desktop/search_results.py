@@ -16,6 +16,7 @@ from desktop.qt import (
 from desktop.rich import (
     esc,
     highlight_terms_html,
+    markdown_as_read,
     query_terms,
     shorten,
     snippet,
@@ -103,7 +104,8 @@ class SearchResultsWidget(QFrame):
             card.setAccessibleName(f"Result {source.n}: {source.display_name}")
             lay = QVBoxLayout(card)
             lay.setContentsMargins(14, 10, 14, 12)
-            shown = snippet(source.text, self._terms)
+            text = markdown_as_read(source.text) if source.type == "md" else source.text
+            shown = snippet(text, self._terms)
             label = WrapLabel(
                 f'<span style="color:{palette.accent}; font-weight:600;">{source.n}</span>'
                 f"&nbsp;&nbsp;<b>{esc(shorten(source.section or source.display_name, 80))}</b>"

@@ -1,11 +1,14 @@
 """Settings: the model server, the model (picked from what the server has, or downloaded
-with a progress bar), how many sources an answer uses, and light or dark."""
+with a progress bar), how many sources an answer uses, light or dark, and when indexing
+runs (always, only while the computer is idle, or within a share of its CPU)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from core.config import Settings
+from core.generation.pull import byte_size
+from core.throttle import IDLE_THRESHOLD, Throttle, cpu_cores
 from desktop.backend import Backend
 from desktop.model_probe import LLMStatus, llm_address, model_matches, probe_llm
 from desktop.qt import (
@@ -21,6 +24,7 @@ from desktop.qt import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     Qt,
     QVBoxLayout,
@@ -36,17 +40,11 @@ KINDS = (
 )
 APPEARANCES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
 SUGGESTED_MODELS = ("llama3.2", "qwen2.5:3b", "mistral", "gemma3:4b", "phi4-mini")
-
-
-def _fmt_bytes(n: int | None) -> str:
-    if not n:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1024 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit in ("B", "KB") else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+INDEX_WHEN = (
+    ("always", "Always"),
+    ("idle", "Only when the computer is idle"),
+    ("share", "Using at most a share of the CPU"),
+)
 
 
 class SettingsDialog(QDialog):
@@ -72,8 +70,21 @@ class SettingsDialog(QDialog):
         self.pull_task: Task | None = None
         settings = backend.settings
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(22, 20, 22, 16)
+        # The form scrolls inside the dialog: on a short screen (1024x700) the dialog is
+        # capped at the screen's height, and a capped layout squeezes its labels until
+        # their words are cut. The buttons stay outside, always in view.
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 16)
+        outer.setSpacing(0)
+        self.scroll = QScrollArea(objectName="settingsScroll")
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.body = QWidget(objectName="settingsBody")
+        self.scroll.setWidget(self.body)
+        outer.addWidget(self.scroll, 1)
+        layout = QVBoxLayout(self.body)
+        layout.setContentsMargins(22, 20, 22, 8)
         layout.setSpacing(14)
 
         title = QLabel("Language model", objectName="dialogSection")
@@ -185,6 +196,7 @@ class SettingsDialog(QDialog):
         looks = [k for k, _ in APPEARANCES]
         self.theme_box.setCurrentIndex(looks.index(appearance) if appearance in looks else 0)
         form2.addRow("Appearance", self.theme_box)
+        self._indexing_group(form2, settings)
         layout.addLayout(form2)
 
         data = QLabel(
@@ -208,7 +220,10 @@ class SettingsDialog(QDialog):
         for button in (save, cancel):
             button.setIcon(QIcon())  # some platform themes add stock icons; keep it plain
         self.buttons = buttons
-        layout.addWidget(buttons)
+        button_row = QHBoxLayout()
+        button_row.setContentsMargins(22, 8, 22, 0)
+        button_row.addWidget(buttons)
+        outer.addLayout(button_row)
 
         self._kind_changed()
         self.refresh_models()
@@ -222,15 +237,18 @@ class SettingsDialog(QDialog):
         return handled
 
     def _fit_height(self) -> None:
-        """Grow to hold a status that wrapped onto more lines: a top-level window keeps
-        its size when a label inside it grows, and squeezes (or cuts) the rows instead."""
-        layout = self.layout()
-        if layout is None or not self.isVisible():
+        """Grow to hold a status that wrapped onto more lines (a top-level window keeps
+        its size when a label inside it grows), up to the screen's height; past that the
+        form scrolls."""
+        body = self.body.layout()
+        if body is None or not self.isVisible():
             return
-        need = max(
-            layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth() else 0,
-            layout.totalMinimumSize().height(),
+        width = self.scroll.viewport().width()
+        form = max(
+            body.totalHeightForWidth(width) if body.hasHeightForWidth() else 0,
+            body.totalMinimumSize().height(),
         )
+        need = form + self.height() - self.scroll.viewport().height()
         screen = self.screen().availableGeometry().height() if self.screen() else need
         need = min(need, screen)
         if need > self.height():
@@ -242,9 +260,65 @@ class SettingsDialog(QDialog):
         return self.backend.settings.with_changes(
             llm_kind=str(self.kind.currentData()),
             llm_url=self.url.text().strip(),
-            llm_model=self.model.currentText().strip() or self.backend.settings.llm_model,
+            llm_model=self.model_name() or self.backend.settings.llm_model,
             llm_api_key=self.api_key.text().strip(),
             top_k=int(self.top_k.value()),
+            index_when=str(self.index_when.currentData()),
+            index_cpu_share=int(self.cpu_share.value()),
+        )
+
+    def _indexing_group(self, form: QFormLayout, settings: Settings) -> None:
+        """Index: always, only while the computer is idle, or at most N % of its CPU (in
+        the form above, so that the labels line up)."""
+        section = QLabel("Indexing", objectName="dialogSection")
+        section.setContentsMargins(0, 10, 0, 0)
+        form.addRow(section)
+        self.index_when = QComboBox()
+        self.index_when.setObjectName("indexWhen")
+        for key, label in INDEX_WHEN:
+            self.index_when.addItem(label, key)
+        if not Throttle.idle_available():
+            # This system does not tell how busy it is: the choice could never work.
+            item = self.index_when.model().item(1)  # type: ignore[attr-defined]
+            item.setEnabled(False)
+            item.setToolTip("This system does not report how busy it is")
+        keys = [k for k, _ in INDEX_WHEN]
+        self.index_when.setCurrentIndex(
+            keys.index(settings.index_when) if settings.index_when in keys else 0
+        )
+        form.addRow("Index", self.index_when)
+        self.cpu_share = QSpinBox()
+        self.cpu_share.setObjectName("indexCpuShare")
+        self.cpu_share.setRange(1, 100)
+        self.cpu_share.setSingleStep(5)
+        self.cpu_share.setSuffix(" % of the CPU")
+        self.cpu_share.setValue(settings.index_cpu_share)
+        self.cpu_share.setMaximumWidth(160)
+        form.addRow("At most", self.cpu_share)
+        cores = cpu_cores()
+        self.index_note = QLabel(objectName="muted")
+        self.index_note.setWordWrap(True)
+        self._core_words = f"The share is of the whole computer, all {cores} cores together" + (
+            f": {100 // cores} % is one core." if cores > 1 else "."
+        )
+        form.addRow(self.index_note)
+        self.index_when.currentIndexChanged.connect(self._index_when_changed)
+        self._index_when_changed()
+
+    def _index_when_changed(self, *_: object) -> None:
+        when = self.index_when.currentData()
+        self.cpu_share.setEnabled(when == "share")
+        notes = {
+            "always": "Lectern indexes as fast as it can, at a low priority so that your "
+            "own work comes first.",
+            "idle": "Indexing waits while other programs together use more than "
+            f"{IDLE_THRESHOLD * 100:.0f} % of the processor, and looks again every few seconds. "
+            "Finished files stay searchable meanwhile.",
+            "share": "Indexing rests between files and batches so that it uses no more "
+            f"than this share of the processor. {self._core_words}",
+        }
+        self.index_note.setText(
+            notes.get(str(when), "") + " This applies at once, also to indexing in progress."
         )
 
     @property
@@ -264,6 +338,10 @@ class SettingsDialog(QDialog):
 
     # --- models ---------------------------------------------------------------------------
 
+    def model_name(self) -> str:
+        """The chosen model without the size its list entry shows ("qwen3 · 2.0 GB")."""
+        return self.model.currentText().split(" · ", 1)[0].strip()
+
     def refresh_models(self) -> None:
         settings = self.form_settings()
         self.server_status.setText("Connecting…")
@@ -282,11 +360,14 @@ class SettingsDialog(QDialog):
         if task is not self.models_task:
             return
         palette = self.theme.palette
-        current = self.model.currentText()
+        current = self.model_name()
         if status.models:
             self.model.blockSignals(True)
             self.model.clear()
-            self.model.addItems(list(status.models))
+            for name in status.models:
+                # The size says what a model costs in disk and memory before it is chosen.
+                size = status.size_of(name)
+                self.model.addItem(f"{name} · {byte_size(size)}" if size else name, name)
             match = next((m for m in status.models if model_matches(current, m)), None)
             self.model.setCurrentText(match or current)
             self.model.blockSignals(False)
@@ -330,20 +411,14 @@ class SettingsDialog(QDialog):
 
         def pull(ctx: TaskContext) -> str:
             from core.generation.llm import make_client
+            from core.generation.pull import pull_model
 
             client = make_client(settings)
-            last = None
             try:
-                for progress in client.pull(name, cancel=ctx.cancel):
-                    last = progress
-                    ctx.report(progress)
+                completed = pull_model(client, name, ctx.report, cancel=ctx.cancel)
             finally:
                 client.close()
-            if ctx.cancelled:
-                return "cancelled"
-            if last is not None:
-                ctx.report(last, force=True)
-            return "done"
+            return "done" if completed else "cancelled"
 
         self.pull_task = self.backend.background.submit(
             pull,
@@ -354,19 +429,16 @@ class SettingsDialog(QDialog):
             min_interval_s=0.1,
         )
 
-    def _pull_progress(self, progress: Any) -> None:
-        fraction = progress.fraction
-        if fraction is None:
-            # Manifest and verification steps carry no size: keep the bar where it was.
+    def _pull_progress(self, status: Any) -> None:
+        # One bar for the whole model (core.generation.pull.PullTracker), never restarting
+        # per layer; steps without a size leave it where it was.
+        if status.fraction is None:
             if self.pull_progress.value() <= 0:
                 self.pull_progress.setRange(0, 0)
         else:
             self.pull_progress.setRange(0, 1000)
-            self.pull_progress.setValue(int(fraction * 1000))
-        status = progress.status or "working"
-        if progress.total:
-            status += f" · {_fmt_bytes(progress.completed)} of {_fmt_bytes(progress.total)}"
-        self.pull_status.setText(status[:1].upper() + status[1:])
+            self.pull_progress.setValue(int(status.fraction * 1000))
+        self.pull_status.setText(status.text)
 
     def _pull_done(self, name: str, outcome: str) -> None:
         self._pull_reset()

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from desktop.qt import (
     QFrame,
     QGuiApplication,
     QHBoxLayout,
     QLabel,
+    QProgressBar,
     QPushButton,
     QSize,
     QSizePolicy,
@@ -34,6 +36,9 @@ from desktop.viewmodels import (
 )
 from desktop.widgets import WrapLabel
 
+if TYPE_CHECKING:
+    from desktop.model_download import ModelDownload
+
 # Warnings that say the answer itself is incomplete or second-best, shown prominently;
 # the rest are advice about individual sentences.
 STRONG_WARNINGS = {
@@ -46,6 +51,7 @@ STRONG_WARNINGS = {
     "not_saved",
     "no_sources",
     "empty_library",
+    "model_missing",
 }
 
 
@@ -76,7 +82,9 @@ class _Bubble(WrapLabel):
 
 class TurnWidget(QFrame):
     evidence_requested = Signal(object)  # EvidenceRequest
-    action_requested = Signal(str, object)  # name, argument (pull / settings / retry)
+    # name, argument: pull (the model, in Settings) / download (the model, here) /
+    # settings / retry (the question)
+    action_requested = Signal(str, object)
 
     def __init__(self, turn: TurnView, theme: Theme, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -139,6 +147,11 @@ class TurnWidget(QFrame):
         self.notes = QVBoxLayout()
         self.notes.setSpacing(6)
         body.addLayout(self.notes)
+        # A missing model downloaded from this answer's note (see desktop/model_download.py).
+        self.download: ModelDownload | None = None
+        self.download_outcome = ""  # "" | "done" | "cancelled" | the failure's words
+        self.download_bar: QProgressBar | None = None
+        self.download_text: WrapLabel | None = None
 
         self.error_box = QFrame(objectName="errorBox")
         ebox = QVBoxLayout(self.error_box)
@@ -270,8 +283,13 @@ class TurnWidget(QFrame):
             text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             text.setProperty("warningKind", kind)
             lay.addWidget(mark)
-            lay.addWidget(text, 1)
-            if kind in ASK_AGAIN_WARNINGS and not self.turn.streaming:
+            column = QVBoxLayout()
+            column.setSpacing(6)
+            column.addWidget(text)
+            lay.addLayout(column, 1)
+            if kind == "model_missing" and self.turn.missing_model and not self.turn.streaming:
+                self._download_note(column, lay)
+            elif kind in ASK_AGAIN_WARNINGS and not self.turn.streaming:
                 # The answer was cut short: the next step is one click, not a sentence.
                 button = QPushButton("Ask again", objectName="secondaryButton")
                 button.clicked.connect(
@@ -282,6 +300,88 @@ class TurnWidget(QFrame):
             # A child added to a shown widget is shown by a queued call: shown now, a note
             # and its button never lag a frame behind the answer (or a check of them).
             row.show()
+
+    def _download_note(self, column: QVBoxLayout, buttons: QHBoxLayout) -> None:
+        """The missing model's note: *Download* it here, its progress, then *Ask again*."""
+        model = self.turn.missing_model
+        self.download_bar = self.download_text = None
+        running = self.download is not None and self.download.running
+        if running:
+            bar = QProgressBar()
+            bar.setRange(0, 1000)
+            bar.setTextVisible(False)
+            bar.setFixedHeight(8)
+            status = WrapLabel(objectName="adviceText")
+            status.setWordWrap(True)
+            column.addWidget(bar)
+            column.addWidget(status)
+            self.download_bar, self.download_text = bar, status
+            if self.download is not None:
+                self.show_download(self.download.status)
+            self._button(buttons, "Cancel", "cancel_download", model)
+            return
+        outcome = self.download_outcome
+        if outcome == "done":
+            ready = WrapLabel(esc(f"✓ {model} is ready. Ask again for a written answer."))
+            ready.setObjectName("adviceText")
+            ready.setWordWrap(True)
+            column.addWidget(ready)
+            self._button(buttons, "Ask again", "retry", self.turn.question, primary=True)
+            return
+        if outcome and outcome != "cancelled":
+            failed = WrapLabel(esc(outcome))
+            failed.setObjectName("warningText")
+            failed.setWordWrap(True)
+            column.addWidget(failed)
+        label = "Try again" if outcome and outcome != "cancelled" else f"Download {model}"
+        self._button(buttons, label, "download", model, primary=True)
+        self._button(buttons, "Choose another model…", "settings", None)
+
+    def _button(
+        self, row: QHBoxLayout, text: str, name: str, arg: object, primary: bool = False
+    ) -> None:
+        button = QPushButton(text, objectName="primaryButton" if primary else "secondaryButton")
+        button.clicked.connect(lambda: self.action_requested.emit(name, arg))
+        row.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
+
+    def follow_download(self, download: ModelDownload) -> None:
+        """Show ``download``'s progress in this answer's note until it ends."""
+        self.download = download
+        self.download_outcome = ""
+        # Bound methods, not lambdas: Qt drops them when this answer is closed first.
+        download.progressed.connect(self.show_download)
+        download.finished.connect(self._download_done)
+        download.cancelled.connect(self._download_cancelled)
+        download.failed.connect(self._download_failed)
+        self._notes(self.theme.palette)
+
+    def show_download(self, status: object) -> None:
+        bar, text = self.download_bar, self.download_text
+        if bar is None or text is None:
+            return
+        fraction = getattr(status, "fraction", None)
+        if fraction is None:
+            bar.setRange(0, 0)  # busy until the first layer with a size
+        else:
+            bar.setRange(0, 1000)
+            bar.setValue(int(fraction * 1000))
+        words = (
+            getattr(status, "text", "") or f"Starting the download of {self.turn.missing_model}…"
+        )
+        text.setText(esc(words))
+
+    def _download_done(self, _model: str) -> None:
+        self._download_ended("done")
+
+    def _download_cancelled(self) -> None:
+        self._download_ended("cancelled")
+
+    def _download_failed(self, message: str, hint: str) -> None:
+        self._download_ended(f"{message} {hint}")
+
+    def _download_ended(self, outcome: str) -> None:
+        self.download_outcome = outcome.strip()
+        self._notes(self.theme.palette)
 
     def _error(self, palette: Palette) -> None:
         error = self.turn.error

@@ -174,6 +174,7 @@ class TurnView:
     error: ErrorView | None = None
     streaming: bool = False
     turn_id: int | None = None
+    missing_model: str = ""  # the model a "model_missing" warning offers to download
 
     @property
     def cited_numbers(self) -> set[int]:
@@ -193,11 +194,8 @@ class TurnView:
     def from_stored(cls, turn: Any) -> TurnView:
         sources = [SourceView.from_json(s) for s in turn.sources]
         citations = [CitationView.from_json(c, sources) for c in turn.citations]
-        warnings = [
-            (str(w.get("kind") or ""), str(w.get("message") or ""))
-            for w in turn.warnings
-            if isinstance(w, Mapping)
-        ]
+        stored = [w for w in turn.warnings if isinstance(w, Mapping)]
+        warnings = [(str(w.get("kind") or ""), str(w.get("message") or "")) for w in stored]
         return cls(
             question=turn.question,
             answer=turn.answer,
@@ -206,6 +204,7 @@ class TurnView:
             citations=citations,
             warnings=warnings,
             turn_id=turn.id,
+            missing_model=missing_model(stored),
         )
 
 
@@ -272,3 +271,13 @@ def _int(value: object) -> int | None:
         return int(value) if value is not None else None  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return None
+
+
+def missing_model(warnings: Sequence[Any]) -> str:
+    """The model a "model_missing" warning names (stored dicts or WarningEvents)."""
+    for w in warnings:
+        kind = w.get("kind") if isinstance(w, Mapping) else getattr(w, "kind", "")
+        if kind == "model_missing":
+            model = w.get("model") if isinstance(w, Mapping) else getattr(w, "model", "")
+            return str(model or "")
+    return ""

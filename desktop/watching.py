@@ -35,11 +35,13 @@ class WatchBridge(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._last = 0.0
+        self._waiting = ""  # a wait starting or ending is always sent (core/throttle.py)
 
     def report_progress(self, p: IndexProgress) -> None:
         # Called on the watcher's thread for every file: send a human-rate trickle.
         now = time.monotonic()
-        if not p.finished and now - self._last < PROGRESS_INTERVAL_S:
+        changed, self._waiting = p.waiting_reason != self._waiting, p.waiting_reason
+        if not p.finished and not changed and now - self._last < PROGRESS_INTERVAL_S:
             return
         self._last = now
         self.progress.emit(p)

@@ -4,8 +4,10 @@ window over a real library (real model, real DuckDB, real files; only the LLM is
 A long cited claim is highlighted whole on its PDF page; a search hit lights only the
 searched words and quotes the card's snippet; text wraps or elides instead of being cut;
 the smaller ones (placeholders, Open original without a launcher, Markdown rendered,
-headings kept apart from sentences, the no-model badge's name, a removed folder leaving
-the open answer at once).
+headings kept apart from sentences, the no-model badge's name, a removed folder or a
+deleted file leaving the open answer at once, a model download in one bar and in words,
+Markdown search hits read as text); a missing model quotes the documents and downloads in
+the answer's note.
 """
 
 from __future__ import annotations
@@ -458,3 +460,158 @@ def test_removing_a_folder_drops_its_sources_from_the_open_answer_at_once(
     # The evidence panel lets go of the document too.
     assert evidence.mode == "message" and "no longer available" in evidence.message.text()
     assert quote[:40] not in flat(evidence.quote.text())
+
+
+def test_a_missing_model_quotes_the_documents_then_downloads_in_place(
+    qtbot: Any,
+    open_window: Callable[..., MainWindow],
+    fake_ollama: FakeOllama,
+    indexed: tuple[Path, Path],
+) -> None:
+    """Defect 5: a missing model gave "No answer". Now the answer is quoted from the
+    documents, and the note's Download fetches the model right there (one bar for the
+    whole model, no digests), then offers Ask again, which gets a written answer."""
+    from PySide6.QtWidgets import QPushButton
+
+    window = open_window(url=fake_ollama.url, model="mistral", copy_from=indexed[0])
+    assert window.backend.llm_status.state == "model_missing"
+    turn = ask(qtbot, window, "How much is mileage reimbursed per km?")
+    view = turn.turn
+    assert view.error is None and not turn.error_box.isVisible()
+    assert view.mode == "extractive" and "0.30" in view.answer and view.citations
+    assert view.missing_model == "mistral" and "No answer" not in turn.badge.text()
+
+    def buttons() -> dict[str, QPushButton]:
+        return {b.text(): b for b in turn.findChildren(QPushButton) if b.isVisibleTo(turn)}
+
+    assert "Download mistral" in buttons() and "Choose another model…" in buttons()
+    fake_ollama.pull_delay_s = 0.05
+    fake_ollama.pull_steps = 8
+    buttons()["Download mistral"].click()
+    assert window.settings_dialog is None  # in place, not in a dialog
+    bar = turn.download_bar
+    assert bar is not None and turn.download_text is not None and "Cancel" in buttons()
+    values: list[int] = []
+    words: list[str] = []
+    bar.valueChanged.connect(values.append)
+    assert turn.download is not None
+    turn.download.progressed.connect(lambda status: words.append(status.text))
+    qtbot.waitUntil(lambda: turn.download_outcome == "done", timeout=30_000)
+    assert "mistral:latest" in fake_ollama.models
+    # One bar for the model: it moved several times and never went back for a new layer.
+    assert len(set(values)) > 2 and values == sorted(values), values
+    assert words and not [w for w in words if re.search(r"[0-9a-f]{12}", w)], words
+    assert any("Downloading mistral" in w and " of " in w for w in words), words
+    assert "Ask again" in buttons()
+    qtbot.waitUntil(lambda: window.backend.llm_status.ready, timeout=20_000)
+
+    buttons()["Ask again"].click()
+    panel = window.conversation
+    qtbot.waitUntil(lambda: panel.last_turn() is not turn, timeout=10_000)
+    again = panel.last_turn()
+    assert again is not None
+    qtbot.waitUntil(lambda: not panel.busy and not again.turn.streaming, timeout=60_000)
+    assert again.turn.error is None and again.turn.mode == "generated"
+
+
+def test_settings_download_shows_one_bar_in_words_and_the_models_sizes(
+    qtbot: Any,
+    open_window: Callable[..., MainWindow],
+    fake_ollama: FakeOllama,
+    indexed: tuple[Path, Path],
+) -> None:
+    """Defect 8: the download showed raw layer digests and its bar restarted for every
+    layer; the model list showed no sizes."""
+    window = open_window(url=fake_ollama.url, model="mistral", copy_from=indexed[0])
+    fake_ollama.pull_delay_s = 0.05
+    fake_ollama.pull_steps = 8
+    dialog = window.open_settings(start_pull="mistral")
+    values: list[int] = []
+    words: list[str] = []
+    dialog.pull_progress.valueChanged.connect(values.append)
+    # A label has no signal for its text: sample it while the download runs.
+    from PySide6.QtCore import QTimer
+
+    timer = QTimer()
+    timer.timeout.connect(lambda: words.append(dialog.pull_status.text()))
+    timer.start(20)
+    qtbot.waitUntil(lambda: dialog.pull_task is None, timeout=30_000)
+    timer.stop()
+    assert "ready to use" in dialog.pull_status.text()
+    assert dialog.pull_progress.value() == 1000
+    assert len(set(values)) > 2 and values == sorted(values), values
+    assert not [w for w in words if re.search(r"[0-9a-f]{12}", w)], words
+    assert any("Downloading mistral" in w for w in words), words
+    qtbot.waitUntil(lambda: dialog.model.count() >= 2, timeout=20_000)
+    items = [dialog.model.itemText(i) for i in range(dialog.model.count())]
+    assert "llama3.2:latest · 2.0 GB" in items, items
+    dialog.model.setCurrentIndex(items.index("llama3.2:latest · 2.0 GB"))
+    assert dialog.form_settings().llm_model == "llama3.2:latest"
+    dialog.reject()
+
+
+def test_a_markdown_search_hit_reads_as_text_not_markup(
+    qtbot: Any, open_window: Callable[..., MainWindow], indexed: tuple[Path, Path]
+) -> None:
+    """Search cards showed a Markdown file's raw source (``**Monday at 10:00 CET**``,
+    ``- **Primary**:``); they show it as it reads, and the quote box the same words."""
+    window = open_window(url="", copy_from=indexed[0])
+    panel = window.conversation
+    panel.set_search_mode(True)
+    query = "weekly rota handover Monday primary secondary"
+    panel.input.setPlainText(query)
+    qtbot.keyClick(panel.input, Qt.Key.Key_Return)
+    results = panel.items[-1]
+    qtbot.waitUntil(lambda: not results.loading and bool(results.cards), timeout=20_000)
+    cards = [c for c, h in zip(results.cards, results.hits, strict=False) if h.path.endswith(".md")]
+    assert cards, [h.path for h in results.hits]
+    card = cards[0]
+    shown = card.label.text().split('margin-top:4px;">')[1]
+    card_text = flat(html.unescape(re.sub(r"<[^>]+>", "", shown)))
+    assert "Monday at 10:00 CET" in card_text, card_text
+    assert "**" not in card_text and "##" not in card_text, card_text
+    card.clicked.emit()
+    evidence = window.evidence
+    qtbot.waitUntil(lambda: evidence.mode == "text", timeout=20_000)
+    quote = flat(html.unescape(re.sub(r"<[^>]+>", "", evidence.quote.text())))
+    assert quote.strip("“”") == card_text
+
+
+def test_a_deleted_file_drops_its_sources_from_the_open_answer(
+    qtbot: Any, open_window: Callable[..., MainWindow], tmp_path: Path, embedder: object
+) -> None:
+    """Defect 8: removing one file (not its whole folder) left its text in the answer on
+    screen until the conversation was reopened."""
+    from core.library import Library
+    from tests.conftest import SAMPLE_DOCS
+
+    folder = tmp_path / "docs"
+    shutil.copytree(SAMPLE_DOCS, folder)
+    home = tmp_path / "home"
+    home.mkdir()
+    with Library(Settings(home=home), embedder=embedder) as lib:  # type: ignore[arg-type]
+        lib.index([folder])
+    window = open_window(url="", home=home)
+    turn = ask(qtbot, window, "How much is the home office allowance per calendar year?")
+    view = turn.turn
+    cited = view.citations[0].source
+    assert cited is not None and cited.text
+    gone = Path(cited.path)
+    quote = flat(view.citations[0].quote)
+    turn.open_citation(view.citations[0].n)
+    evidence = window.evidence
+    qtbot.waitUntil(lambda: evidence.mode == "text", timeout=20_000)
+
+    gone.unlink()
+    window.backend.rescan()
+    qtbot.waitUntil(
+        lambda: all(s.removed for s in turn.turn.sources if s.path == str(gone)),
+        timeout=30_000,
+    )
+    settle(qtbot)
+    kept = [s for s in turn.turn.sources if s.path != str(gone)]
+    assert all(s.text and not s.removed for s in kept)
+    assert all(not c.quote for c in turn.turn.citations if c.source and c.source.path == str(gone))
+    assert "removed from the library" in turn.sources.text()
+    assert quote[:40] not in turn.copy_markdown().split("**Sources**")[1]
+    assert evidence.mode == "message" and "no longer available" in evidence.message.text()

@@ -290,3 +290,124 @@ def test_a_keyword_file_of_the_old_layout_is_rebuilt(store, queries: list[str]) 
     build_reference(db, state.watermark)
     for query in queries[:10]:
         assert_same(reopened.search(query, 10), reference_search(db, query, 10))
+
+
+def test_ascii_tokens_are_fts_tokens(store, queries: list[str]) -> None:
+    """The query's words are split in Python for ASCII text; fts's ``tokenize`` macro is
+    the reference, on the queries and on punctuation, digits, case and backslashes."""
+    db, _ = store
+    cases = [
+        *queries,
+        "p53-mediated APOPTOSIS, in 3.5% of (HeLa) cells!",
+        r"C:\new\Table a\\b \x41 end\ ",
+        "tabs\tand\nnewlines\r\nand  double  spaces",
+        "e-mail: x@y.org; code=E1234_b; ~`'\"[]{}|<>?/",
+        "",
+        "   ",
+        "...",
+        "ALLCAPS MiXeD lower 0123456789",
+    ]
+    cur = db.cursor()
+    checked = 0
+    for text in cases:
+        if not text.isascii():
+            assert keyword_module.ascii_tokens(text) is None  # the macro's job
+            continue
+        checked += 1
+        row = cur.execute("SELECT kw.fts_main_kw_base_a.tokenize(?)", [text]).fetchone()
+        assert row is not None
+        assert keyword_module.ascii_tokens(text) == [w for w in row[0] if w], text
+    assert checked > 30
+
+
+def test_cached_scores_and_liveness_follow_changes(
+    store, sentences: list[str], queries: list[str]
+) -> None:
+    """Postings, their scores, the dictionary and the live-chunk mask are kept between
+    queries; a removed document, a new delta (moving avgdl and idf) and a new base are
+    each seen by the next query."""
+    db, kw = store
+    for query in queries[:10]:  # twice at one generation: the live mask is built
+        kw.search(query, 10)
+        kw.search(query, 10)
+    assert kw._live_mask is not None and kw._postings_cache
+    top = kw.search(queries[0], 1)[0][0]
+    with db.transaction() as cur:
+        cur.execute(
+            "UPDATE documents SET state = 'removing' WHERE id = "
+            "(SELECT document_id FROM chunks WHERE id = ?)",
+            [top],
+        )
+    assert top not in {c for c, _ in kw.search(queries[0], 10)}
+    add_documents(db, random_docs(random.Random(11), sentences, 3), "/lib/a")
+    assert kw.refresh() == "delta"
+    build_reference(db, kw.state().watermark, "ref.base_rows")
+    for query in queries[:10]:
+        for _ in range(2):
+            assert_same(kw.search(query, 10), reference_search(db, query, 10))
+    assert kw.refresh(force_merge=True) == "merged"
+    build_reference(db, kw.state().watermark)
+    for query in queries[:10]:
+        assert_same(kw.search(query, 10), reference_search(db, query, 10))
+
+
+def test_duckdb_memory_is_capped_and_spills_inside_the_data_folder(
+    tmp_path: Path, sentences: list[str], queries: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB's cache is capped (it would grow to 80 % of RAM), the keyword file shares
+    the cap (it is attached to the same connection), and what does not fit spills beside
+    the database, inside the library's data folder, and is gone after close. The fts
+    build and the postings derivation still succeed under a cap far below what they
+    hold unbounded."""
+    import core.store.db as db_module
+
+    db = Database(tmp_path / "lectern.duckdb")
+    limit = db.cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0]  # type: ignore[index]
+    assert limit != "" and db_module.MEMORY_LIMIT == "512MB" and "MiB" in limit
+    temp = db.cursor().execute("SELECT current_setting('temp_directory')").fetchone()[0]  # type: ignore[index]
+    assert Path(temp).parent == tmp_path
+    db.close()
+
+    monkeypatch.setattr(db_module, "MEMORY_LIMIT", "64MB")
+    monkeypatch.setattr(keyword_module, "POSTINGS_BATCH_ROWS", 20_000)
+    home = tmp_path / "tight"
+    home.mkdir()
+    db = Database(home / "lectern.duckdb")
+    kw = KeywordIndex(db, home / "keyword.duckdb")
+    rng = random.Random(21)
+    for _ in range(6):
+        add_documents(db, random_docs(rng, sentences, 50), "/lib/a")
+    assert kw.refresh(force_merge=True) == "merged"
+    db.attach(home / "reference.duckdb", "ref")
+    build_reference(db, kw.state().watermark)
+    for query in queries[:10]:
+        got = kw.search(query, 10)
+        assert got
+        assert_same(got, reference_search(db, query, 10))
+    kw.close()
+    db.close()
+    assert not list(home.glob("*.tmp")) or not any(home.glob("*.tmp/*"))
+
+
+def test_a_spill_that_finds_no_room_is_a_disk_full_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the memory cap DuckDB spills to the data folder; when the disk there has no
+    room (here: DuckDB's own cap on the spill, which is how it meets a full disk, with
+    the same message), the write fails with the plain DiskFullError, not an
+    out-of-memory error, and the spill folder is empty once the database closes."""
+    import core.store.db as db_module
+    from core.errors import DiskFullError
+
+    monkeypatch.setattr(db_module, "MEMORY_LIMIT", "32MB")
+    db = Database(tmp_path / "lectern.duckdb")
+    db.cursor().execute("SET max_temp_directory_size = '1MB'")
+    with pytest.raises(DiskFullError), db.transaction() as tx:
+        tx.execute(
+            "CREATE TABLE big AS SELECT range AS id, md5(range::VARCHAR) || "
+            "md5((range * 7)::VARCHAR) AS s FROM range(2000000)"
+        )
+        tx.execute("SELECT s, count(*) FROM big GROUP BY s ORDER BY s LIMIT 5").fetchall()
+    db.close()
+    spill = tmp_path / "lectern.duckdb.tmp"
+    assert not spill.exists() or not any(spill.iterdir())

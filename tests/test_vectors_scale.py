@@ -248,3 +248,77 @@ def test_a_save_writes_the_state_it_snapshotted_while_changes_go_on(
     written = b"".join(bytes(c) for c in FlatVectors.chunks(dim, snap))
     assert written == before
     assert len(flat) == 350 - len(keys[::7]) + 100
+
+
+def test_set_embeddings_stores_the_exact_vectors_and_skips_the_rest(
+    library: Library, real: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """The meaning pass's store (passed to DuckDB as base64 text): every float32 bit
+    round-trips; chunks deleted meanwhile or embedded already are left as they are."""
+    corpus, _queries = real
+    vectors = corpus[:70]
+    ids = _store_chunks(library, vectors, null_every=1)  # all written without a vector
+    with library.db.transaction() as tx:
+        tx.execute("DELETE FROM chunks WHERE id = ?", [int(ids[3])])
+        tx.execute(
+            "UPDATE chunks SET embedding = ? WHERE id = ?",
+            [vectors[5].astype("<f4").tobytes(), int(ids[4])],
+        )
+    stored = library.store.set_embeddings([int(i) for i in ids], corpus[100:170])
+    expected = [int(i) for n, i in enumerate(ids) if n not in (3, 4)]
+    assert stored.tolist() == expected
+    rows = dict(
+        library.db.cursor()
+        .execute(
+            "SELECT id, embedding FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))",
+            [[int(i) for i in ids]],
+        )
+        .fetchall()
+    )
+    for n, cid in enumerate(ids.tolist()):
+        if n == 3:
+            assert cid not in rows
+            continue
+        want = vectors[5] if n == 4 else corpus[100 + n]
+        assert rows[cid] == np.ascontiguousarray(want, dtype="<f4").tobytes()
+
+
+def test_chunk_rows_round_trip_exactly(
+    library: Library, real: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """Chunks are written as numpy str columns and base64 embeddings: text in any script,
+    empty context, a trailing NUL (which a str column would drop), known vectors and
+    none all come back as written."""
+    from core.records import Chunk
+    from core.store.documents import _insert_chunks
+
+    corpus, _queries = real
+    texts = ["Résumé — 東京 😀 naïve", "plain text", "ends in a NUL\0", "", "x" * 5000]
+    contexts = ["Title > Heading", "", "Title", "T\0", "Long"]
+    chunks = [
+        Chunk(n, t, 0, len(t), None if n % 2 else n, None, (f"h{n}", "é"), n, c)
+        for n, (t, c) in enumerate(zip(texts, contexts, strict=True))
+    ]
+    vectors = [corpus[0], None, corpus[2], None, corpus[4]]
+    with library.db.transaction() as tx:
+        row = tx.execute(
+            "INSERT INTO documents(path, folder, state) VALUES ('/x/a.txt', '/x', 'indexed') "
+            "RETURNING id"
+        ).fetchone()
+        assert row is not None
+        ids = _insert_chunks(tx, int(row[0]), chunks, vectors)
+    rows = (
+        library.db.cursor()
+        .execute(
+            "SELECT text, context, page_start, heading_path, token_count, embedding FROM chunks "
+            "WHERE id IN (SELECT unnest(?::BIGINT[])) ORDER BY ordinal",
+            [[int(i) for i in ids]],
+        )
+        .fetchall()
+    )
+    for chunk, vector, got in zip(chunks, vectors, rows, strict=True):
+        assert got[0] == chunk.text and got[1] == chunk.context
+        assert got[2] == chunk.page_start and json.loads(got[3]) == list(chunk.heading_path)
+        assert got[4] == chunk.token_count
+        want = None if vector is None else np.ascontiguousarray(vector, dtype="<f4").tobytes()
+        assert got[5] == want

@@ -44,6 +44,19 @@ class RecordBackup:
     def save_folders(self, folders: Sequence[str]) -> None:
         self._write(self.folders_path, {"folders": list(folders)})
 
+    @property
+    def collections_path(self) -> Path:
+        return self.folder / "collections.json"
+
+    def save_collections(self, collections: Sequence[dict[str, Any]]) -> None:
+        """Collections are named by a person, like folders: kept here too."""
+        self._write(self.collections_path, {"collections": list(collections)})
+
+    def load_collections(self) -> list[dict[str, Any]]:
+        data = self._read(self.collections_path) if self.collections_path.exists() else None
+        found = data.get("collections") if isinstance(data, dict) else None
+        return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
     def save_conversation(self, conversation: dict[str, Any]) -> None:
         self._write(self._conversations / f"{int(conversation['id'])}.json", conversation)
 

@@ -10,13 +10,15 @@ text copied from it, so no removed document lingers in the history.
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import duckdb
 
-from core.errors import StoreError
-from core.records import Citation, Conversation, Hit, Turn
+from core.errors import ConversationNotFoundError, InvalidTitleError, StoreError
+from core.records import Citation, Conversation, ConversationMatch, Hit, Turn
 from core.store.backup import RecordBackup
 from core.store.db import Database
 
@@ -28,6 +30,58 @@ def source_json(n: int, hit: Hit) -> dict[str, Any]:
 def _title(question: str) -> str:
     text = " ".join(question.split())
     return text if len(text) <= 80 else text[:79] + "…"
+
+
+# A title is one line in a narrow list and a file name on export: longer ones are cut.
+TITLE_MAX_CHARS = 120
+SEARCH_MAX_TERMS = 8
+SNIPPET_CHARS = 140
+_FIELDS = ("title", "question", "answer")
+
+
+def clean_title(title: str) -> str:
+    """``title`` as a conversation keeps it: one line, trimmed, at most
+    ``TITLE_MAX_CHARS``; a blank one is refused (the list would show an empty row)."""
+    visible = "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in title)
+    text = " ".join(visible.split())
+    if not text:
+        raise InvalidTitleError("A conversation needs a title; this one is empty.")
+    return text if len(text) <= TITLE_MAX_CHARS else text[: TITLE_MAX_CHARS - 1].rstrip() + "…"
+
+
+def search_terms(query: str) -> list[str]:
+    """The words of a conversation search: each must occur in the conversation."""
+    seen: list[str] = []
+    for word in query.split():
+        if word.casefold() not in (w.casefold() for w in seen):
+            seen.append(word)
+    return seen[:SEARCH_MAX_TERMS]
+
+
+def _like_pattern(term: str) -> str:
+    """``term`` as an ILIKE pattern matching it anywhere, literally: a person searching
+    for "50%" or "file_name" means those characters, not wildcards."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def snippet_around(text: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
+    """A window of ``text`` (on one line) around the first of ``terms`` in it."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    found = [m.start() for t in terms if (m := re.search(re.escape(t), flat, re.IGNORECASE))]
+    first = min(found) if found else 0
+    # A little before the match: a one-line list shows only the window's start.
+    start = max(0, first - 30)
+    if start:
+        space = flat.find(" ", start, first)
+        start = space + 1 if space >= 0 else start
+    end = min(len(flat), start + width)
+    if end < len(flat):
+        space = flat.rfind(" ", start, end)
+        end = space if space > first else end
+    return ("…" if start else "") + flat[start:end].strip() + ("…" if end < len(flat) else "")
 
 
 class ConversationStore:
@@ -76,13 +130,21 @@ class ConversationStore:
             for conversation in saved:
                 turns = list(conversation.get("turns") or [])
                 present = self.get(int(conversation.get("id") or 0))
+                # Matched by id and creation time, not title: a rename the database lost
+                # (with its log) is the same conversation, and gets its new title back.
                 same = present is not None and (
-                    present.title == conversation.get("title")
-                    and (present.created_at.isoformat() if present.created_at else None)
+                    (present.created_at.isoformat() if present.created_at else None)
                     == conversation.get("created_at")
                 )
                 if present is not None and same:
                     conversation_id, lost = present.id, turns[present.turn_count :]
+                    title = str(conversation.get("title") or "")
+                    if title and title != present.title:
+                        cur.execute(
+                            "UPDATE conversations SET title = ? WHERE id = ?",
+                            [title, conversation_id],
+                        )
+                        restored += not lost
                 else:
                     row = cur.execute(
                         "INSERT INTO conversations(title, created_at) "
@@ -214,6 +276,82 @@ class ConversationStore:
                 sources=tuple(json.loads(r[7] or "[]")),
                 citations=tuple(json.loads(r[8] or "[]")),
                 warnings=tuple(json.loads(r[9] or "[]")),
+            )
+            for r in rows
+        ]
+
+    def rename(self, conversation_id: int, title: str) -> Conversation:
+        """Give a conversation a title of the person's choosing (see :func:`clean_title`)."""
+        text = clean_title(title)
+        with self._lock:
+            row = (
+                self._cursor()
+                .execute(
+                    "UPDATE conversations SET title = ? WHERE id = ? RETURNING id",
+                    [text, conversation_id],
+                )
+                .fetchone()
+            )
+        if row is None:
+            raise ConversationNotFoundError(f"There is no conversation {conversation_id}.")
+        self._copy_to_backup(conversation_id)
+        renamed = self.get(conversation_id)
+        assert renamed is not None
+        return renamed
+
+    def require(self, conversation_id: int) -> Conversation:
+        conversation = self.get(conversation_id)
+        if conversation is None:
+            raise ConversationNotFoundError(f"There is no conversation {conversation_id}.")
+        return conversation
+
+    def search(self, query: str, limit: int = 100) -> list[ConversationMatch]:
+        """Conversations whose title, questions and answers hold every word of ``query``
+        (anywhere in the conversation, ignoring case), most recent first, each with a
+        snippet from the text that matched most of them (the title before questions,
+        questions before answers)."""
+        terms = search_terms(query)
+        if not terms:
+            return []
+        patterns = {f"t{i}": _like_pattern(t) for i, t in enumerate(terms)}
+        like = [f"body ILIKE $t{i} ESCAPE '\\'" for i in range(len(terms))]
+        sql = f"""
+            WITH texts AS (
+                SELECT id AS conversation_id, 0 AS place, NULL::BIGINT AS turn_id,
+                       title AS body FROM conversations
+                UNION ALL SELECT conversation_id, 1, id, question FROM turns
+                UNION ALL SELECT conversation_id, 2, id, answer FROM turns
+            ), hits AS (
+                SELECT *, {" + ".join(f"({c})::INTEGER" for c in like)} AS matched
+                FROM texts WHERE {" OR ".join(like)}
+            ), found AS (
+                SELECT conversation_id FROM hits GROUP BY conversation_id
+                HAVING {" AND ".join(f"bool_or({c})" for c in like)}
+            ), best AS (
+                SELECT h.*, row_number() OVER (
+                    PARTITION BY h.conversation_id ORDER BY matched DESC, place, turn_id
+                ) AS pick
+                FROM hits h JOIN found f ON f.conversation_id = h.conversation_id
+            )
+            SELECT c.id, c.title, c.created_at,
+                   (SELECT count(*) FROM turns t WHERE t.conversation_id = c.id),
+                   b.place, b.turn_id, b.body,
+                   coalesce((SELECT max(t.created_at) FROM turns t
+                             WHERE t.conversation_id = c.id), c.created_at) AS last
+            FROM best b JOIN conversations c ON c.id = b.conversation_id
+            WHERE b.pick = 1
+            ORDER BY last DESC, c.id DESC
+            LIMIT $limit"""
+        try:
+            rows = self._cursor().execute(sql, {**patterns, "limit": limit}).fetchall()
+        except duckdb.Error as exc:
+            raise StoreError(f"The conversations could not be searched: {exc}") from exc
+        return [
+            ConversationMatch(
+                Conversation(int(r[0]), r[1], r[2], int(r[3])),
+                _FIELDS[int(r[4])],
+                snippet_around(r[6] or "", terms),
+                int(r[5]) if r[5] is not None else None,
             )
             for r in rows
         ]

@@ -11,6 +11,7 @@ import errno
 import glob
 import os
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +33,20 @@ from core.errors import (
 # Indexing stops before the disk is this close to full: DuckDB needs room for its
 # write-ahead log and a checkpoint, and the rest of the machine needs room too.
 MIN_FREE_BYTES = 64 * 1024 * 1024
+# DuckDB's buffer cache otherwise grows to 80 % of RAM with what it has read (embeddings,
+# keyword postings): 3.4 GB at 1M chunks. The keyword file is ATTACHed to the same
+# connection, so this one limit covers both. Past it DuckDB evicts what it cached and
+# spills work (the fts build's joins and aggregates) to ``temp_directory``. Chosen by
+# measurement with bench/scale.py (README, "Growth").
+MEMORY_LIMIT = "512MB"
+
+
+def temp_directory(path: Path | str) -> str:
+    """Where DuckDB spills: beside the database, so it is inside the library's data
+    folder (DuckDB removes it on close); a database in memory spills to the system's."""
+    if str(path) == ":memory:":
+        return str(Path(tempfile.gettempdir()) / f"lectern-duckdb-{os.getpid()}.tmp")
+    return f"{path}.tmp"
 
 
 def scalar(cur: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()) -> Any:
@@ -52,7 +67,13 @@ def is_disk_full(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return True
     text = str(exc)
-    return "No space left on device" in text or "Disk is full" in text
+    # DuckDB spilling past MEMORY_LIMIT to a full disk says "failed to offload data
+    # block ... max_temp_directory_size" (an OutOfMemoryException): the disk is full.
+    return (
+        "No space left on device" in text
+        or "Disk is full" in text
+        or "failed to offload data block" in text
+    )
 
 
 def _mb(n: int) -> str:
@@ -260,12 +281,39 @@ def _migration_5(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+def _migration_6(con: duckdb.DuckDBPyConnection) -> None:
+    # Collections (named groups of folders) and what each conversation searches
+    # (core/store/collections.py).
+    con.execute("CREATE SEQUENCE IF NOT EXISTS collection_ids START 1")
+    con.execute(
+        """CREATE TABLE IF NOT EXISTS collections(
+            id BIGINT PRIMARY KEY DEFAULT nextval('collection_ids'),
+            name VARCHAR NOT NULL UNIQUE,
+            created_at TIMESTAMP DEFAULT current_timestamp
+        )"""
+    )
+    con.execute(
+        """CREATE TABLE IF NOT EXISTS collection_folders(
+            collection_id BIGINT NOT NULL,
+            folder VARCHAR NOT NULL,
+            PRIMARY KEY (collection_id, folder)
+        )"""
+    )
+    con.execute(
+        """CREATE TABLE IF NOT EXISTS conversation_scopes(
+            conversation_id BIGINT PRIMARY KEY,
+            scope JSON NOT NULL
+        )"""
+    )
+
+
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _migration_1,
     2: _migration_2,
     3: _migration_3,
     4: _migration_4,
     5: _migration_5,
+    6: _migration_6,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -287,6 +335,8 @@ class Database:
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
             "allow_community_extensions": False,
+            "memory_limit": MEMORY_LIMIT,
+            "temp_directory": temp_directory(path),
         }
         try:
             self._con = duckdb.connect(str(path), config=config)

@@ -7,6 +7,7 @@ one transaction so a reader never sees half of a file.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Sequence
@@ -16,7 +17,16 @@ from datetime import datetime
 import duckdb
 import numpy as np
 
-from core.records import Chunk, DocState, Document, FileInfo, PageSpan, PreparedFile
+from core.records import (
+    FILE_STATUSES,
+    Chunk,
+    DocState,
+    Document,
+    FileEntry,
+    FileInfo,
+    PageSpan,
+    PreparedFile,
+)
 from core.store import ocr as ocr_words
 from core.store.db import Database
 from core.store.lookup import id_list
@@ -134,6 +144,68 @@ class DocumentStore:
             params.append(state)
         rows = self.db.cursor().execute(sql + " ORDER BY path", params).fetchall()
         return [_document(r) for r in rows]
+
+    def file_list(self, folder: str | None = None, status: str | None = None) -> list[FileEntry]:
+        """Every document with its state, pages, passages and how many of them are
+        embedded, failed first, then skipped, waiting and the rest, each by path.
+
+        One statement: the passages are counted per document in one aggregate over
+        ``chunks`` (0.24 s at 20k files and 390k passages; queries per document took 33 s:
+        bench/file_list.py).
+        ``status`` is one of ``FILE_STATUSES``; "indexed" includes "keyword only"."""
+        where: list[str] = []
+        params: list[object] = []
+        if folder:
+            where.append("d.folder = ?")
+            params.append(folder)
+        if status:
+            if status not in FILE_STATUSES:
+                raise ValueError(f"unknown file status {status!r}")
+            state = {"waiting": "pending", "keyword only": "indexed"}.get(status, status)
+            where.append("d.state = ?")
+            params.append(state)
+            if status == "keyword only":
+                where.append("coalesce(c.passages, 0) > coalesce(c.embedded, 0)")
+        sql = f"""
+            WITH c AS (
+                SELECT document_id, count(*) AS passages, count(embedding) AS embedded
+                FROM chunks GROUP BY document_id
+            ), o AS (SELECT DISTINCT document_id FROM ocr_words)
+            SELECT d.path, coalesce(d.folder, ''), coalesce(d.type, ''),
+                   coalesce(d.title, ''), d.state, coalesce(d.reason, ''),
+                   coalesce(d.pages, 0), coalesce(c.passages, 0), coalesce(c.embedded, 0),
+                   coalesce(d.size, 0), coalesce(d.mtime, 0.0),
+                   -- indexed_at holds local wall time (current_timestamp into TIMESTAMP):
+                   -- read through the session's time zone, as it was written.
+                   epoch(d.indexed_at::TIMESTAMPTZ), o.document_id IS NOT NULL
+            FROM documents d
+            LEFT JOIN c ON c.document_id = d.id
+            LEFT JOIN o ON o.document_id = d.id
+            {"WHERE " + " AND ".join(where) if where else ""}
+            ORDER BY CASE d.state WHEN 'failed' THEN 0 WHEN 'skipped' THEN 1
+                     WHEN 'pending' THEN 2 ELSE 3 END, d.path"""
+        rows = self.db.cursor().execute(sql, params).fetchall()
+        # The columns come in FileEntry's order with their defaults for NULL, as the
+        # Python types it holds: only the state needs making.
+        states = {s.value: s for s in DocState}
+        return [
+            FileEntry(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                states[r[4]],
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                r[9],
+                r[10],
+                r[11],
+                r[12],
+            )
+            for r in rows
+        ]
 
     def paths_in_folder(self, folder: str) -> list[str]:
         rows = (
@@ -300,16 +372,21 @@ class DocumentStore:
         updated (a chunk deleted meanwhile, by an edit or a removal, is skipped)."""
         if not len(chunk_ids):
             return np.zeros(0, dtype=np.uint64)
+        # Base64 text, not an object array of bytes: DuckDB takes a numpy str column ~4x
+        # faster (5 against 20 ms of CPU per 64 vectors), and this runs between the
+        # model's batches, on the meaning pass's critical path.
         new_embeddings = {  # noqa: F841 - read by DuckDB's replacement scan below
             "id": np.asarray(chunk_ids, dtype=np.int64),
             "embedding": np.array(
-                [np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors],
-                dtype=object,
+                [
+                    base64.b64encode(np.ascontiguousarray(v, dtype=np.float32).tobytes()).decode()
+                    for v in vectors
+                ]
             ),
         }
         with self.db.transaction() as cur:
             updated = cur.execute(
-                f"""UPDATE chunks SET embedding = r.embedding::BLOB FROM new_embeddings r
+                f"""UPDATE chunks SET embedding = from_base64(r.embedding) FROM new_embeddings r
                     WHERE chunks.id = r.id AND chunks.id IN ({id_list(chunk_ids)})
                       AND chunks.embedding IS NULL
                     RETURNING chunks.id""",
@@ -520,11 +597,18 @@ def _insert_chunks(
         dtype=np.int64,
     )
     # A dict of numpy columns is scanned by DuckDB in bulk; per-row parameters are far slower.
+    # Text goes as numpy str columns and embeddings as base64 text ('' for none): DuckDB
+    # takes object columns value by value (22 against 4 ms of CPU per 50 chunks), and this
+    # runs on the indexing thread between the model's batches. A str array drops trailing
+    # NULs, so text ending in one keeps the object column.
+    text_dtype: type = (
+        object if any(c.text.endswith("\0") or c.context.endswith("\0") for c in chunks) else str
+    )
     new_chunks = {  # noqa: F841 - read by DuckDB's replacement scan below
         "id": ids,
         "ordinal": np.array([c.ordinal for c in chunks], dtype=np.int32),
-        "text": np.array([c.text for c in chunks], dtype=object),
-        "context": np.array([c.context for c in chunks], dtype=object),
+        "text": np.array([c.text for c in chunks], dtype=text_dtype),
+        "context": np.array([c.context for c in chunks], dtype=text_dtype),
         "start_char": np.array([c.start for c in chunks], dtype=np.int64),
         "end_char": np.array([c.end for c in chunks], dtype=np.int64),
         "page_start": np.array(
@@ -533,21 +617,24 @@ def _insert_chunks(
         "page_end": np.array(
             [c.page_end if c.page_end is not None else -1 for c in chunks], dtype=np.int32
         ),
-        "heading_path": np.array([json.dumps(list(c.heading_path)) for c in chunks], dtype=object),
+        "heading_path": np.array([json.dumps(list(c.heading_path)) for c in chunks], dtype=str),
         "token_count": np.array([c.token_count for c in chunks], dtype=np.int32),
         "embedding": np.array(
             [
-                None if v is None else np.ascontiguousarray(v, dtype=np.float32).tobytes()
+                ""
+                if v is None
+                else base64.b64encode(np.ascontiguousarray(v, dtype=np.float32).tobytes()).decode()
                 for v in vectors
             ],
-            dtype=object,
+            dtype=str,
         ),
     }
     cur.execute(
         """INSERT INTO chunks(id, document_id, ordinal, text, context, start_char, end_char, page_start,
                page_end, heading_path, token_count, embedding)
            SELECT id, ?, ordinal, text, context, start_char, end_char, nullif(page_start, -1),
-               nullif(page_end, -1), heading_path, token_count, embedding::BLOB FROM new_chunks""",
+               nullif(page_end, -1), heading_path, token_count,
+               CASE WHEN embedding <> '' THEN from_base64(embedding) END FROM new_chunks""",
         [doc_id],
     )
     return ids.astype(np.uint64)

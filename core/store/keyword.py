@@ -42,6 +42,11 @@ then checked on the best few hundred with a literal id list (more are taken when
 survive), so the result is the same top-k the full join gave. Once the postings are
 derived, ``terms`` and the snapshot's copy of the text are dropped: the file holds the
 dictionary, document lengths and postings only.
+
+Between queries the index keeps what does not change until the next rebuild: each
+snapshot's dictionary (as sorted hashes), decoded postings with their per-document BM25
+contribution (48 MB at most), the stems of words seen, and, while the database is quiet,
+which chunks are live. ASCII queries are tokenized in Python, exactly as fts does.
 """
 
 from __future__ import annotations
@@ -49,12 +54,14 @@ from __future__ import annotations
 import base64
 import logging
 import math
+import re
 import tempfile
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -94,6 +101,19 @@ POSTINGS_BATCH_ROWS = 2_000_000
 FIRST_CHECK_EXTRA = 100
 # Past this many candidates checked by id, the allowed chunks are listed instead.
 MAX_CHECKED_BY_ID = 5_000
+# Decoded postings, with each term's BM25 contribution per document, kept in memory
+# (least recently used out first) up to this many bytes for the whole index: the frequent
+# terms, whose lists are longest (slowest to fetch and to score), are the ones queries
+# share.
+POSTINGS_CACHE_BYTES = 48 * 1024 * 1024
+# fts's ``tokenize`` (lower(strip_accents(s)), IGNORE_PATTERN replaced by a space, split
+# on spaces) for ASCII text, where strip_accents does nothing and \p{L}\p{N} are a-z0-9:
+# calling the macro costs ~3.5 ms of CPU per query (DuckDB compiles its Unicode regex on
+# every call). Other text goes through the macro. tests/test_keyword_speed.py checks the
+# two agree.
+ASCII_IGNORE = re.compile(r"(\\.|[^a-z0-9])+")
+# Stems remembered per word (the stemmer is a pure function), up to this many words.
+STEM_MEMO_MAX = 100_000
 
 
 @dataclass(frozen=True)
@@ -105,6 +125,36 @@ class KeywordState:
     # per-snapshot arrays are keyed by this.
     base_stamp: str = ""
     delta_stamp: str = ""
+
+
+class _Postings:
+    """One term's postings in one snapshot, and its BM25 contribution per document for
+    the last (avgdl, idf) it was scored with (both move only when a snapshot changes)."""
+
+    __slots__ = ("doc", "scored", "tfs")
+
+    def __init__(self, doc: np.ndarray, tfs: np.ndarray) -> None:
+        self.doc = doc
+        self.tfs = tfs
+        self.scored: tuple[float, float, np.ndarray] | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.doc.nbytes + self.tfs.nbytes + 8 * len(self.doc)
+
+    def contribution(self, avgdl: float, idf: float, norm: np.ndarray) -> np.ndarray:
+        """idf * (tf * (k1 + 1)) / (tf + norm), in that order (the same bits as the SQL
+        it replaced)."""
+        scored = self.scored
+        if scored is not None and scored[0] == avgdl and scored[1] == idf:
+            return scored[2]
+        term_score = self.tfs * (BM25_K1 + 1)
+        term_score *= idf
+        denominator = norm[self.doc]
+        denominator += self.tfs
+        term_score /= denominator
+        self.scored = (avgdl, idf, term_score)
+        return term_score
 
 
 @dataclass
@@ -120,6 +170,21 @@ class _Snapshot:
     # (avgdl, norm) in one reference, so a concurrent query never pairs one with the
     # other's.
     norm: tuple[float, np.ndarray] | None = None
+    # The dictionary as Python hashes of the terms (sorted), with termid and df in the
+    # same order: 24 bytes a term, where asking DuckDB scans the dictionary on every
+    # query (1-2 ms of CPU at 25k terms, growing with the vocabulary). Two terms with one
+    # 64-bit hash (odds ~1e-12 a query at a million terms) is the only way it can differ.
+    term_hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    term_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    term_dfs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def lookup(self, term: str) -> tuple[int, int] | None:
+        """(termid, df) of ``term``, None when no chunk of this snapshot holds it."""
+        key = hash(term)
+        at = int(np.searchsorted(self.term_hashes, key))
+        if at < len(self.term_hashes) and int(self.term_hashes[at]) == key:
+            return int(self.term_ids[at]), int(self.term_dfs[at])
+        return None
 
     def length_norm(self, avgdl: float) -> np.ndarray:
         """k1 * (1 - b + b * len / avgdl) per docid, for the combined ``avgdl`` (which
@@ -174,6 +239,14 @@ class KeywordIndex:
         self._last_scored: (
             tuple[tuple[str, tuple[tuple[str, str], ...]], np.ndarray, np.ndarray] | None
         ) = None
+        # Which chunk ids are live (their document indexed), by chunk id, as of a
+        # database generation; and the generation the last unfiltered search saw.
+        self._live_mask: tuple[int, np.ndarray] | None = None
+        self._live_seen = -1
+        # (snapshot stamp, termid) -> (docids, tfs), under _snapshots_lock.
+        self._postings_cache: OrderedDict[tuple[str, int], _Postings] = OrderedDict()
+        self._postings_cached_bytes = 0
+        self._stem_memo: dict[str, str] = {}
         self._attach()
         self._check_format()
 
@@ -638,6 +711,13 @@ class KeywordIndex:
         snapshot = _Snapshot(
             chunk_ids, lengths, int(stats[0]) if stats else 0, float(stats[1]) if stats else 0.0
         )
+        terms = cur.execute(f"SELECT term, termid, df FROM {schema}.dict").fetchnumpy()
+        hashes = np.fromiter((hash(t) for t in terms["term"]), dtype=np.int64)
+        order = np.argsort(hashes, kind="stable")
+        snapshot.term_hashes = hashes[order]
+        snapshot.term_ids = np.asarray(terms["termid"], dtype=np.int64)[order]
+        snapshot.term_dfs = np.asarray(terms["df"], dtype=np.int64)[order]
+        del terms
         with self._snapshots_lock:
             # Only the snapshots in use now stay cached (a base and a delta, briefly the
             # ones a switch replaced).
@@ -666,24 +746,10 @@ class KeywordIndex:
         snapshots = [self._snapshot(cur, name, stamp) for name, stamp in parts]
         # Two small queries, not one join: DuckDB plans the join of the tokenized query
         # with the dictionaries poorly (10 ms against 3), and a literal list prunes.
-        stems = [
-            r[0]
-            for r in cur.execute(
-                f"SELECT DISTINCT stem(unnest({_schema(parts[0][0])}.tokenize(?)), 'porter')",
-                [query],
-            ).fetchall()
-            if r[0]
-        ]
+        stems = self._stems(cur, query, parts[0][0])
         if not stems:
             return none
-        listed = ", ".join("'" + t.replace("'", "''") + "'" for t in stems)
-        terms = cur.execute(
-            " UNION ALL ".join(
-                f"SELECT {i} AS part, term, termid, df FROM {_schema(name)}.dict "
-                f"WHERE term IN ({listed})"
-                for i, (name, _) in enumerate(parts)
-            )
-        ).fetchall()
+        terms = self._lookup_terms(stems, snapshots)
         if not terms:
             return none
         # BM25 over the combined statistics of base and delta, so a chunk scores the same
@@ -697,35 +763,131 @@ class KeywordIndex:
         wanted: list[dict[int, str]] = [{} for _ in parts]
         for part, term, termid, _ in terms:
             wanted[part][int(termid)] = term
-        postings = cur.execute(
-            " UNION ALL ".join(
-                f"SELECT {i} AS part, termid, docids, tfs FROM {_postings(name)} "
-                f"WHERE termid IN ({id_list(sorted(wanted[i]))})"
-                for i, (name, _) in enumerate(parts)
-                if wanted[i]
-            )
-        ).fetchall()
+        postings = self._fetch_postings(cur, parts, wanted)
         ids: list[np.ndarray] = []
         scores: list[np.ndarray] = []
         for i, snapshot in enumerate(snapshots):
-            rows = [r for r in postings if r[0] == i]
+            rows = postings[i]
             if not rows:
                 continue
             norm = snapshot.length_norm(avgdl)
             acc = np.zeros(len(snapshot.chunk_ids), dtype=np.float64)
             # Terms in one fixed order for every chunk: equal inputs sum to equal scores,
             # so ties are broken by chunk id alone.
-            for _, termid, docids, tfs in sorted(rows, key=lambda r: wanted[i][int(r[1])]):
-                doc = np.frombuffer(docids, dtype="<u4")
-                width = len(tfs) // len(doc)
-                tf = np.frombuffer(tfs, dtype="<u1" if width == 1 else "<u2").astype(np.float64)
-                acc[doc] += idf[wanted[i][int(termid)]] * (tf * (BM25_K1 + 1)) / (tf + norm[doc])
+            for termid in sorted(rows, key=lambda t: wanted[i][t]):
+                entry = rows[termid]
+                acc[entry.doc] += entry.contribution(avgdl, idf[wanted[i][termid]], norm)
             hit = np.flatnonzero(acc)
             ids.append(snapshot.chunk_ids[hit])
             scores.append(acc[hit])
         if not ids:
             return none
         return np.concatenate(ids), np.concatenate(scores)
+
+    def _fetch_postings(
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        parts: list[tuple[str, str]],
+        wanted: list[dict[int, str]],
+    ) -> list[dict[int, _Postings]]:
+        """Per part, termid -> its postings, from the cache or DuckDB."""
+        out: list[dict[int, _Postings]] = [{} for _ in parts]
+        missing: list[list[int]] = [[] for _ in parts]
+        with self._snapshots_lock:
+            for i, (_, stamp) in enumerate(parts):
+                for termid in wanted[i]:
+                    hit = self._postings_cache.get((stamp, termid))
+                    if hit is None:
+                        missing[i].append(termid)
+                    else:
+                        self._postings_cache.move_to_end((stamp, termid))
+                        out[i][termid] = hit
+        if not any(missing):
+            return out
+        rows = cur.execute(
+            " UNION ALL ".join(
+                f"SELECT {i} AS part, termid, docids, tfs FROM {_postings(name)} "
+                f"WHERE termid IN ({id_list(sorted(missing[i]))})"
+                for i, (name, _) in enumerate(parts)
+                if missing[i]
+            )
+        ).fetchall()
+        fetched: list[tuple[tuple[str, int], _Postings]] = []
+        for part, termid, docids, tfs in rows:
+            doc = np.frombuffer(docids, dtype="<u4")
+            width = len(tfs) // len(doc)
+            entry = _Postings(doc, np.frombuffer(tfs, dtype="<u1" if width == 1 else "<u2"))
+            out[part][int(termid)] = entry
+            fetched.append(((parts[part][1], int(termid)), entry))
+        with self._snapshots_lock:
+            for key, entry in fetched:
+                size = entry.nbytes
+                if size > POSTINGS_CACHE_BYTES // 4 or key in self._postings_cache:
+                    continue
+                self._postings_cache[key] = entry
+                self._postings_cached_bytes += size
+            while self._postings_cached_bytes > POSTINGS_CACHE_BYTES:
+                _, old = self._postings_cache.popitem(last=False)
+                self._postings_cached_bytes -= old.nbytes
+        return out
+
+    def _stems(self, cur: duckdb.DuckDBPyConnection, query: str, snapshot: str) -> list[str]:
+        """The query's distinct stems, as fts stems a document's words."""
+        words = ascii_tokens(query)
+        if words is None:
+            return [
+                r[0]
+                for r in cur.execute(
+                    f"SELECT DISTINCT stem(unnest({_schema(snapshot)}.tokenize(?)), 'porter')",
+                    [query],
+                ).fetchall()
+                if r[0]
+            ]
+        memo = self._stem_memo
+        missing = sorted({w for w in words if w not in memo})
+        if missing:
+            # A literal list: a list parameter costs ~3 ms to bind.
+            values = ", ".join("('" + w.replace("'", "''") + "')" for w in missing)
+            rows = cur.execute(
+                f"SELECT w, stem(w, 'porter') FROM (VALUES {values}) AS v(w)"
+            ).fetchall()
+            if len(memo) + len(rows) > STEM_MEMO_MAX:
+                memo = {w: memo[w] for w in words if w in memo}
+            memo = {**memo, **{str(w): str(t) for w, t in rows}}
+            self._stem_memo = memo
+        return [t for t in dict.fromkeys(memo[w] for w in words) if t]
+
+    @staticmethod
+    def _lookup_terms(
+        stems: list[str], snapshots: list[_Snapshot]
+    ) -> list[tuple[int, str, int, int]]:
+        """(part, term, termid, df) of every stem each snapshot's dictionary holds."""
+        out: list[tuple[int, str, int, int]] = []
+        for i, snapshot in enumerate(snapshots):
+            for term in stems:
+                entry = snapshot.lookup(term)
+                if entry is not None:
+                    out.append((i, term, entry[0], entry[1]))
+        return out
+
+    def _live_ids(self, cur: duckdb.DuckDBPyConnection) -> np.ndarray | None:
+        """Live chunk ids as a boolean array by chunk id, when the database has not
+        changed since it was built; None while it keeps changing (the indexer commits
+        file after file), when each search checks its candidates by id instead. It is
+        built on the second unfiltered search at one generation, so a quiet library pays
+        the listing once (~20 ms at 300k chunks) and a busy one never."""
+        generation = self.db.generation
+        cached = self._live_mask
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        if self._live_seen != generation:
+            self._live_seen = generation
+            return None
+        allowed = self._allowed(cur, "", [])
+        mask = np.zeros(int(allowed.max()) + 1 if len(allowed) else 0, dtype=bool)
+        mask[allowed] = True
+        self._live_mask = (generation, mask)
+        return mask
 
     def _best_live(
         self,
@@ -739,6 +901,13 @@ class KeywordIndex:
         ``filters``: candidates are checked best first, in growing rounds, so the result
         is the top-k of the live, filtered chunks, not of all of them."""
         filter_sql, filter_params = filter_clause(filters)
+        mask = None if filter_sql else self._live_ids(cur)
+        if mask is not None:
+            keep = ids < len(mask)
+            keep[keep] = mask[ids[keep]]
+            kept_ids, kept_scores = ids[keep], scores[keep]
+            ranked = _ranked(kept_ids, kept_scores, limit)[:limit]
+            return [(int(kept_ids[j]), float(kept_scores[j])) for j in ranked]
         found: list[tuple[int, float]] = []
         checked = 0
         want = limit + FIRST_CHECK_EXTRA
@@ -785,6 +954,13 @@ class KeywordIndex:
             filter_params,
         ).fetchnumpy()
         return np.asarray(rows["id"], dtype=np.int64)
+
+
+def ascii_tokens(text: str) -> list[str] | None:
+    """fts's ``tokenize`` of ASCII ``text`` (None for other text)."""
+    if not text.isascii():
+        return None
+    return [w for w in ASCII_IGNORE.sub(" ", text.lower()).split(" ") if w]
 
 
 def _ranked(ids: np.ndarray, scores: np.ndarray, at_least: int) -> np.ndarray:

@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).resolve().parent
@@ -74,6 +75,216 @@ def grounded(keywords: list[str], count: int = 3) -> Callable[[Messages], str]:
         return " ".join(parts) or "The documents do not contain the answer to this question."
 
     return answer
+
+
+def scene_indexing_settings(
+    open_window: Callable[[str], Any], shot: Callable[[QWidget, str], None], url: str
+) -> None:
+    """The Settings dialog's Indexing group, set to use at most 25 % of the CPU."""
+    window = open_window(url)
+    dialog = window.open_settings()
+    dialog.index_when.setCurrentIndex(dialog.index_when.findData("share"))
+    dialog.cpu_share.setValue(25)
+    dialog.adjustSize()
+    shot(dialog, "15-indexing-settings.png")
+    dialog.reject()
+    window.close()
+
+
+def scene_collections(
+    open_window: Callable[[str], Any],
+    shot: Callable[[QWidget, str], None],
+    wait: Callable[..., bool],
+    url: str,
+    folders: dict[str, Path],
+) -> None:
+    """A conversation kept to a collection's PDFs: the scope on the question box, with
+    its menu open over the window (a popup is a window of its own: drawn on the shot)."""
+    from PySide6.QtGui import QPainter
+
+    from core.records import Scope
+
+    window = open_window(url)
+    library = window.backend.library
+    for name, folder in folders.items():
+        if library.collection(name) is None:
+            library.create_collection(name, [folder])
+    window.backend.collections_changed.emit()
+    panel = window.conversation
+    wait(lambda: len(panel.choices.collections) >= len(folders))
+    panel.set_scope(Scope(collections=(next(iter(folders)),), types=("pdf",)))
+    ask_box = panel.input
+    ask_box.setPlainText("How does ReAct combine reasoning traces with actions?")
+    panel.submit()
+    wait(lambda: not panel.busy, 120)
+    menu = panel.show_scope_menu()
+    wait(lambda: menu.isVisible() and "Manage collections…" in panel.scope_actions())
+    wait(lambda: False, 0.6)  # the popup's first paint
+    if not shot_wanted(shot, "12-collections.png"):
+        menu.hide()
+        window.close()
+        return
+    picture = window.grab()
+    painter = QPainter(picture)
+    painter.drawPixmap(menu.pos() - window.mapToGlobal(window.rect().topLeft()), menu.grab())
+    painter.end()
+    path = OUT / "12-collections.png"
+    picture.save(str(path))
+    print("saved", path.relative_to(ROOT))
+    menu.hide()
+    window.close()
+
+
+def scene_long_claim(
+    open_window: Callable[[str], Any],
+    shot: Callable[[QWidget, str], None],
+    wait: Callable[..., bool],
+    fake: FakeOllama,
+) -> None:
+    """A twelve-line claim from one column of a three-column Federal Register page,
+    highlighted whole on the rendered page (not only its last line)."""
+
+    from tests.test_desktop_defects import FAA_SENTENCE  # the claim the test checks
+
+    def quote_the_claim(messages: Messages) -> str:
+        # One claim of twelve lines, cut in two by the chunker; cited to its first part.
+        for n, body in numbered_sources(messages):
+            if "FAA’s review of these" in " ".join(body.split()):
+                return f"{FAA_SENTENCE} [{n}]"
+        return grounded(["FAA", "emergency AD", "pilot"], 2)(messages)
+
+    fake.answer = quote_the_claim
+    window = open_window(fake.url)
+    panel = window.conversation
+    panel.input.setPlainText(
+        "What was the basis for the revised pilot procedures in the FAA's emergency AD?"
+    )
+    panel.submit()
+    wait(lambda: not panel.busy, 120)
+    turn = panel.last_turn()
+    if turn is not None:
+        pdf = next((c for c in turn.turn.citations if c.source and c.source.type == "pdf"), None)
+        if pdf is not None:
+            turn.open_citation(pdf.n)
+            wait(lambda: window.evidence.mode in ("pdf", "text", "message"))
+    shot(window, "16-long-claim-pdf.png")
+    window.close()
+
+
+def scene_small_window(
+    open_window: Callable[[str], Any],
+    shot: Callable[[QWidget, str], None],
+    wait: Callable[..., bool],
+    fake: FakeOllama,
+) -> None:
+    """The window at 1024x700: the title, the answer, the sources and the evidence pane
+    wrap or elide, nothing is cut."""
+    fake.answer = grounded(["home office", "allowance", "calendar year"], 2)
+    window = open_window(fake.url)
+    window.resize(1024, 700)
+    panel = window.conversation
+    panel.input.setPlainText(
+        "How much is the home office allowance per calendar year, and what may it be spent on?"
+    )
+    panel.submit()
+    wait(lambda: not panel.busy, 120)
+    turn = panel.last_turn()
+    if turn is not None and turn.turn.citations:
+        turn.open_citation(turn.turn.citations[0].n)
+        wait(lambda: window.evidence.mode in ("pdf", "text", "message"))
+    shot(window, "17-window-1024x700.png")
+    window.close()
+
+
+def scene_download_in_place(
+    open_window: Callable[..., Any],
+    shot: Callable[[QWidget, str], None],
+    wait: Callable[..., bool],
+    fake: FakeOllama,
+) -> None:
+    """The configured model is not installed: the answer is quoted from the documents,
+    and its note downloads the model right there (one bar for the whole model)."""
+    window = open_window(fake.url, model="phi4-mini")
+    panel = window.conversation
+    panel.input.setPlainText("How much is mileage reimbursed for a private car?")
+    panel.submit()
+    wait(lambda: not panel.busy, 120)
+    turn = panel.last_turn()
+    if turn is not None and turn.turn.missing_model:
+        fake.pull_delay_s = 0.25
+        fake.pull_steps = 40
+        panel._download(turn, turn.turn.missing_model, start=True)
+        bar = turn.download_bar
+        wait(lambda: bar is not None and 300 < bar.value() < 800, 60)
+        shot(window, "18-download-in-place.png")
+        if turn.download is not None:
+            turn.download.cancel()
+        wait(lambda: turn.download is None or not turn.download.running, 30)
+        fake.pull_delay_s = 0.0
+    window.close()
+
+
+def shot_wanted(shot: Callable[[QWidget, str], None], name: str) -> bool:
+    """Whether ``--only`` asks for ``name`` (``shot`` carries the filter)."""
+    only = getattr(shot, "only", [])
+    return not only or name.startswith(tuple(only))
+
+
+def scene_file_list(
+    open_window: Callable[[str], Any],
+    shot: Callable[[QWidget, str], None],
+    wait: Callable[..., bool],
+    url: str,
+) -> None:
+    """The library's file list: every file with its state, failed and skipped first, the
+    failed one selected so its reason and next step show on the details line."""
+    from desktop.file_list import COL_STATE
+
+    window = open_window(url)
+    wait(lambda: not window.backend.indexing, 300)
+    files = window.library.open_file_list()
+    wait(lambda: files.loaded, 60)
+    files.resize(1180, 640)
+    model = files.model
+    failed = [r for r in range(model.rowCount()) if model.index(r, COL_STATE).data() == "Failed"]
+    if failed:
+        files.table.selectRow(failed[0])
+    shot(files, "13-file-list.png")
+    files.close()
+    window.close()
+
+
+def scene_conversations(
+    open_window: Callable[[str], Any],
+    shot: Callable[[QWidget, str], None],
+    wait: Callable[..., bool],
+    url: str,
+) -> None:
+    """The conversation list searched ("receipts": the matches only), one conversation
+    open with its title being renamed in place (F2 or double-click)."""
+    from PySide6.QtWidgets import QAbstractItemView, QLineEdit
+
+    from desktop.main_window import SNIPPET_ROLE
+
+    window = open_window(url)
+    side = window.conversation_list
+    wait(lambda: side.list.count() > 1, 30)
+    side.search.setText("receipts")
+    wait(lambda: side.shown_query == "receipts", 30)
+    rows = [side.list.item(i) for i in range(side.list.count())]
+    # Renamed: one found by its title, so those found by their answers keep their snippet.
+    target = next((i for i in rows if not i.data(SNIPPET_ROLE)), rows[0] if rows else None)
+    if target is not None:
+        side.list.setCurrentItem(target)
+        wait(lambda: bool(window.conversation.turns), 30)
+        side.rename_current()
+        wait(lambda: side.list.state() == QAbstractItemView.State.EditingState, 10)
+        editors = [e for e in side.list.findChildren(QLineEdit) if e.isVisible()]
+        if editors:
+            editors[0].setText("Expense claims: receipts")
+            editors[0].home(False)
+    shot(window, "14-conversations.png")
+    window.close()
 
 
 def main() -> int:
@@ -137,6 +348,8 @@ def main() -> int:
         path = OUT / name
         widget.grab().save(str(path))
         print("saved", path.relative_to(ROOT))
+
+    shot.only = only  # type: ignore[attr-defined]
 
     def open_window(url: str, theme_name: str = "light", model: str = "llama3.2") -> MainWindow:
         theme = Theme(theme_name)
@@ -297,6 +510,28 @@ def main() -> int:
     shot(about, "10-about-licences.png")
     about.reject()
     window.close()
+
+    # 15. Settings > Indexing: at most a quarter of the CPU.
+    scene_indexing_settings(open_window, shot, fake.url)
+
+    # 12. Collections: a conversation kept to the research papers' PDFs.
+    fake.answer = grounded(["interleav", "reasoning traces", "actions", "ReAct"], 2)
+    scene_collections(open_window, shot, wait, fake.url, {"Papers": research, "Handbook": handbook})
+
+    # 13. The library's file list, failed and skipped first.
+    scene_file_list(open_window, shot, wait, fake.url)
+
+    # 14. Conversations: the list searched, a title renamed in place.
+    scene_conversations(open_window, shot, wait, fake.url)
+
+    # 16. A long cited claim highlighted whole on its PDF page.
+    scene_long_claim(open_window, shot, wait, fake)
+
+    # 17. The window at 1024x700.
+    scene_small_window(open_window, shot, wait, fake)
+
+    # 18. A missing model downloaded from the answer's own note.
+    scene_download_in_place(open_window, shot, wait, fake)
 
     fake.stop()
     shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,129 @@
+"""``lectern conversations``: list, search, rename and export the kept conversations.
+
+``list`` and ``search`` print one line per conversation (``--json``: one JSON object);
+``export`` writes Markdown with the cited passages to a file (``-o``) or standard output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from core.records import Conversation
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def register(subparsers: Any) -> dict[str, Handler]:
+    p = subparsers.add_parser(
+        "conversations", help="list, search, rename or export kept conversations"
+    )
+    actions = p.add_subparsers(dest="action", required=True)
+
+    q = actions.add_parser("list", help="the conversations, most recent first")
+    q.add_argument("--json", action="store_true")
+
+    q = actions.add_parser("search", help="conversations whose title, questions or answers match")
+    q.add_argument("query", help="words that must all occur in the conversation")
+    q.add_argument("--json", action="store_true")
+
+    q = actions.add_parser("rename", help="give a conversation a new title")
+    q.add_argument("id", type=int, help="the conversation's id (see `conversations list`)")
+    q.add_argument("title", help="the new title")
+    q.add_argument("--json", action="store_true")
+
+    q = actions.add_parser("export", help="a conversation as Markdown with the cited passages")
+    q.add_argument("id", type=int, help="the conversation's id (see `conversations list`)")
+    q.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write to FILE (a folder: a file named after the title in it); "
+        "default standard output",
+    )
+    return {"conversations": cmd_conversations}
+
+
+def _record(conversation: Conversation) -> dict[str, object]:
+    return {
+        "id": conversation.id,
+        "title": conversation.title,
+        "created_at": conversation.created_at.isoformat() if conversation.created_at else None,
+        "questions": conversation.turn_count,
+    }
+
+
+def _line(conversation: Conversation) -> str:
+    when = conversation.created_at.strftime("%Y-%m-%d %H:%M") if conversation.created_at else ""
+    count = conversation.turn_count
+    return (
+        f"{conversation.id:>5}  {when:16}  {conversation.title}  "
+        f"({count} question{'' if count == 1 else 's'})"
+    )
+
+
+def cmd_conversations(args: argparse.Namespace) -> int:
+    from core.cli_common import open_library
+
+    library = open_library()
+    try:
+        if args.action == "list":
+            found = library.conversations.list(limit=1_000_000)
+            if args.json:
+                print(json.dumps({"conversations": [_record(c) for c in found]}))
+            elif not found:
+                print("No conversations yet. Ask one with: lectern ask QUESTION")
+            else:
+                print("\n".join(_line(c) for c in found))
+        elif args.action == "search":
+            matches = library.search_conversations(args.query)
+            if args.json:
+                print(
+                    json.dumps(
+                        {
+                            "query": args.query,
+                            "conversations": [
+                                {
+                                    **_record(m.conversation),
+                                    "matched_in": m.matched_in,
+                                    "turn": m.turn_id,
+                                    "snippet": m.snippet,
+                                }
+                                for m in matches
+                            ],
+                        }
+                    )
+                )
+            elif not matches:
+                print("No conversations match.")
+            else:
+                for m in matches:
+                    print(_line(m.conversation))
+                    print(f"       {m.matched_in}: {m.snippet}")
+        elif args.action == "rename":
+            renamed = library.rename_conversation(args.id, args.title)
+            print(json.dumps(_record(renamed)) if args.json else f"Renamed: {_line(renamed)}")
+        else:
+            return _export(library, args)
+    finally:
+        library.close()
+    return 0
+
+
+def _export(library: Any, args: argparse.Namespace) -> int:
+    from core.export import export_file_name, write_export
+
+    text = library.export_conversation(args.id)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    target = Path(args.output).expanduser()
+    if target.is_dir():
+        target = target / export_file_name(library.conversations.require(args.id).title)
+    written = write_export(target, text)
+    print(f"Exported conversation {args.id} to {written}", file=sys.stderr)
+    return 0
