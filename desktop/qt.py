@@ -115,7 +115,39 @@ from PySide6.QtWidgets import (
     QWidgetAction,
 )
 
+
+def _none_refcount_guard() -> bool:
+    """Make ``None`` immortal where the binding drops a reference to it on every call.
+
+    PySide6 6.12.0's abi3 build returns ``None`` from void methods without a new
+    reference on Python 3.11 (where, unlike 3.12, ``None`` is refcounted): each
+    ``label.setText(...)`` takes one reference away, and after a few hundred thousand
+    calls Python aborts ("none_dealloc: deallocating None"). The app would crash after
+    hours of use; the test suite crashed after about 90 window tests. Measured here,
+    not assumed from the version: when a void call is seen to drop a reference, the
+    count is raised far beyond reach, which is what Python 3.12 does for every
+    immortal object. Returns whether the guard was needed.
+    """
+    import ctypes
+    import sys
+
+    if sys.version_info >= (3, 12):
+        return False  # None is immortal there
+    probe = QObject()
+    before = sys.getrefcount(None)
+    for _ in range(64):
+        probe.setObjectName("probe")
+    if before - sys.getrefcount(None) < 32:
+        return False
+    # ob_refcnt is the first field of every object; 2**60 is out of reach of any leak.
+    ctypes.c_ssize_t.from_address(id(None)).value += 2**60
+    return True
+
+
+NONE_GUARDED = _none_refcount_guard()
+
 __all__ = [
+    "NONE_GUARDED",
     "QAbstractItemView",
     "QAbstractTableModel",
     "QAction",

@@ -277,6 +277,12 @@ class TurnWidget(QFrame):
                 ).pixmap(16, 16)
             )
             mark.setAlignment(Qt.AlignmentFlag.AlignTop)
+            if kind == "model_missing" and self.turn.missing_model:
+                # The CLI's words name `lectern pull`; here the next step is the button.
+                message = (
+                    f"The model {self.turn.missing_model} is not installed, so these are "
+                    "sentences quoted from your documents instead of a written answer."
+                )
             text = WrapLabel(esc(message))
             text.setObjectName("warningText" if strong else "adviceText")
             text.setWordWrap(True)
@@ -288,7 +294,12 @@ class TurnWidget(QFrame):
             column.addWidget(text)
             lay.addLayout(column, 1)
             if kind == "model_missing" and self.turn.missing_model and not self.turn.streaming:
-                self._download_note(column, lay)
+                # Buttons under the sentence: beside it they squeezed it to a column.
+                actions = QHBoxLayout()
+                actions.setSpacing(8)
+                self._download_note(column, actions)
+                actions.addStretch(1)
+                column.addLayout(actions)
             elif kind in ASK_AGAIN_WARNINGS and not self.turn.streaming:
                 # The answer was cut short: the next step is one click, not a sentence.
                 button = QPushButton("Ask again", objectName="secondaryButton")
@@ -342,7 +353,7 @@ class TurnWidget(QFrame):
     ) -> None:
         button = QPushButton(text, objectName="primaryButton" if primary else "secondaryButton")
         button.clicked.connect(lambda: self.action_requested.emit(name, arg))
-        row.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(button, 0, Qt.AlignmentFlag.AlignLeft)
 
     def follow_download(self, download: ModelDownload) -> None:
         """Show ``download``'s progress in this answer's note until it ends."""

@@ -543,6 +543,7 @@ def _inline_backend(library: object) -> object:
 
     class Inline(QObject):
         library_changed = Signal(object)
+        documents_removed = Signal(object)
 
         def __init__(self) -> None:
             super().__init__()
