@@ -90,9 +90,8 @@ def real_sentences(rng: random.Random, limit: int = 40_000) -> list[str]:
     return sentences
 
 
-def train_queries(limit: int | None = None) -> list[str]:
+def train_queries(limit: int | None = None, folder: Path = SHARED / "scifact") -> list[str]:
     """SciFact queries of the train split only (the test split is for evaluation)."""
-    folder = SHARED / "scifact"
     train: list[str] = []
     with open(folder / "qrels" / "train.tsv", encoding="utf-8") as handle:
         next(handle)

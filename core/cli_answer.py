@@ -242,14 +242,9 @@ def _print_done(done: Any, streamed: str, out: TextIO) -> None:
 
 
 def _size(num: int | None) -> str:
-    if num is None:
-        return "-"
-    size = float(num)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if size < 1000 or unit == "TB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
-        size /= 1000
-    return f"{size:.1f} TB"
+    from core.generation.pull import byte_size
+
+    return "-" if num is None else byte_size(num)
 
 
 def cmd_models(args: argparse.Namespace, *, out: TextIO | None = None) -> int:

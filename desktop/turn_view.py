@@ -329,7 +329,7 @@ class TurnWidget(QFrame):
             self.download_bar, self.download_text = bar, status
             if self.download is not None:
                 self.show_download(self.download.status)
-            self._button(buttons, "Cancel", "cancel_download", model)
+            self._action("Cancel", "cancel_download", model, row=buttons)
             return
         outcome = self.download_outcome
         if outcome == "done":
@@ -337,7 +337,7 @@ class TurnWidget(QFrame):
             ready.setObjectName("adviceText")
             ready.setWordWrap(True)
             column.addWidget(ready)
-            self._button(buttons, "Ask again", "retry", self.turn.question, primary=True)
+            self._action("Ask again", "retry", self.turn.question, primary=True, row=buttons)
             return
         if outcome and outcome != "cancelled":
             failed = WrapLabel(esc(outcome))
@@ -345,15 +345,8 @@ class TurnWidget(QFrame):
             failed.setWordWrap(True)
             column.addWidget(failed)
         label = "Try again" if outcome and outcome != "cancelled" else f"Download {model}"
-        self._button(buttons, label, "download", model, primary=True)
-        self._button(buttons, "Choose another model…", "settings", None)
-
-    def _button(
-        self, row: QHBoxLayout, text: str, name: str, arg: object, primary: bool = False
-    ) -> None:
-        button = QPushButton(text, objectName="primaryButton" if primary else "secondaryButton")
-        button.clicked.connect(lambda: self.action_requested.emit(name, arg))
-        row.addWidget(button, 0, Qt.AlignmentFlag.AlignLeft)
+        self._action(label, "download", model, primary=True, row=buttons)
+        self._action("Choose another model…", "settings", None, row=buttons)
 
     def follow_download(self, download: ModelDownload) -> None:
         """Show ``download``'s progress in this answer's note until it ends."""
@@ -416,10 +409,21 @@ class TurnWidget(QFrame):
         self.error_actions.addStretch(1)
         self.error_box.show()
 
-    def _action(self, text: str, name: str, arg: object, primary: bool = False) -> None:
+    def _action(
+        self,
+        text: str,
+        name: str,
+        arg: object,
+        primary: bool = False,
+        row: QHBoxLayout | None = None,
+    ) -> None:
+        """A button asking for ``name`` with ``arg``; in the error box unless ``row``."""
         button = QPushButton(text, objectName="primaryButton" if primary else "secondaryButton")
         button.clicked.connect(lambda: self.action_requested.emit(name, arg))
-        self.error_actions.addWidget(button)
+        if row is None:
+            self.error_actions.addWidget(button)
+        else:
+            row.addWidget(button, 0, Qt.AlignmentFlag.AlignLeft)
 
     def _sources(self, palette: Palette) -> None:
         turn = self.turn

@@ -165,17 +165,34 @@ def searched(word: str, query: str) -> bool:
     return any(word.lower()[:4] == w[:4] for w in asked)
 
 
-def test_a_search_hit_highlights_only_the_searched_words_and_quotes_its_snippet(
-    qtbot: Any, open_window: Callable[..., MainWindow], indexed: tuple[Path, Path]
-) -> None:
-    window = open_window(url="", copy_from=indexed[0])
+def search_for(qtbot: Any, window: MainWindow, query: str) -> Any:
+    """The Search tab's results for ``query``, once its cards are shown."""
     panel = window.conversation
     panel.set_search_mode(True)
-    query = "corporate card monthly limit"
     panel.input.setPlainText(query)
     qtbot.keyClick(panel.input, Qt.Key.Key_Return)
     results = panel.items[-1]
     qtbot.waitUntil(lambda: not results.loading and bool(results.cards), timeout=20_000)
+    return results
+
+
+def card_snippet(card: Any) -> str:
+    """The passage a search card shows, as plain text."""
+    shown = card.label.text().split('margin-top:4px;">')[1]
+    return flat(html.unescape(re.sub(r"<[^>]+>", "", shown)))
+
+
+def quoted(evidence: Any) -> str:
+    """The evidence panel's quote box, as plain text without its quotation marks."""
+    return flat(html.unescape(re.sub(r"<[^>]+>", "", evidence.quote.text()))).strip("“”")
+
+
+def test_a_search_hit_highlights_only_the_searched_words_and_quotes_its_snippet(
+    qtbot: Any, open_window: Callable[..., MainWindow], indexed: tuple[Path, Path]
+) -> None:
+    window = open_window(url="", copy_from=indexed[0])
+    query = "corporate card monthly limit"
+    results = search_for(qtbot, window, query)
     card = results.cards[0]
     card.clicked.emit()
     evidence = window.evidence
@@ -185,10 +202,7 @@ def test_a_search_hit_highlights_only_the_searched_words_and_quotes_its_snippet(
     # Only words: no highlight runs over a line or a table cell.
     assert all(re.fullmatch(r"\w+", w) for w in lit), lit
     # The quote box shows the passage the card showed.
-    shown = card.label.text().split('margin-top:4px;">')[1]
-    card_text = flat(html.unescape(re.sub(r"<[^>]+>", "", shown)))
-    quote = flat(html.unescape(re.sub(r"<[^>]+>", "", evidence.quote.text())))
-    assert quote.strip("“”") == card_text
+    assert quoted(evidence) == card_snippet(card)
 
 
 def test_a_pdf_search_hit_highlights_only_the_searched_words(
@@ -556,25 +570,17 @@ def test_a_markdown_search_hit_reads_as_text_not_markup(
     """Search cards showed a Markdown file's raw source (``**Monday at 10:00 CET**``,
     ``- **Primary**:``); they show it as it reads, and the quote box the same words."""
     window = open_window(url="", copy_from=indexed[0])
-    panel = window.conversation
-    panel.set_search_mode(True)
-    query = "weekly rota handover Monday primary secondary"
-    panel.input.setPlainText(query)
-    qtbot.keyClick(panel.input, Qt.Key.Key_Return)
-    results = panel.items[-1]
-    qtbot.waitUntil(lambda: not results.loading and bool(results.cards), timeout=20_000)
+    results = search_for(qtbot, window, "weekly rota handover Monday primary secondary")
     cards = [c for c, h in zip(results.cards, results.hits, strict=False) if h.path.endswith(".md")]
     assert cards, [h.path for h in results.hits]
     card = cards[0]
-    shown = card.label.text().split('margin-top:4px;">')[1]
-    card_text = flat(html.unescape(re.sub(r"<[^>]+>", "", shown)))
+    card_text = card_snippet(card)
     assert "Monday at 10:00 CET" in card_text, card_text
     assert "**" not in card_text and "##" not in card_text, card_text
     card.clicked.emit()
     evidence = window.evidence
     qtbot.waitUntil(lambda: evidence.mode == "text", timeout=20_000)
-    quote = flat(html.unescape(re.sub(r"<[^>]+>", "", evidence.quote.text())))
-    assert quote.strip("“”") == card_text
+    assert quoted(evidence) == card_text
 
 
 def test_a_deleted_file_drops_its_sources_from_the_open_answer(

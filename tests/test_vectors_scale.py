@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import core.store.vectors as vectors_module
+from bench.synthetic_library import train_queries
 from core.library import Library
 from core.store.vectors import FlatVectors, VectorIndex, checksum_trailer
 
@@ -29,22 +30,6 @@ def _sentences(scifact: Path, limit: int) -> list[str]:
     return out
 
 
-def _train_queries(scifact: Path, limit: int) -> list[str]:
-    ids: list[str] = []
-    with open(scifact / "qrels" / "train.tsv", encoding="utf-8") as handle:
-        next(handle)
-        for line in handle:
-            qid = line.split("\t", 1)[0]
-            if qid not in ids:
-                ids.append(qid)
-    texts = {}
-    with open(scifact / "queries.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            texts[str(row["_id"])] = row["text"]
-    return [texts[q] for q in ids if q in texts][:limit]
-
-
 @pytest.fixture(scope="module")
 def real(embedder: object, shared_data: Path) -> tuple[np.ndarray, np.ndarray]:
     """9,600 vectors (600 real sentence embeddings, each with 15 perturbed copies) and 40
@@ -58,7 +43,7 @@ def real(embedder: object, shared_data: Path) -> tuple[np.ndarray, np.ndarray]:
     copies /= np.linalg.norm(copies, axis=1, keepdims=True)
     corpus = np.concatenate([base, copies])
     queries = np.asarray(
-        embed_queries(embedder, _train_queries(shared_data / "scifact", 40)), dtype=np.float32
+        embed_queries(embedder, train_queries(40, shared_data / "scifact")), dtype=np.float32
     )  # type: ignore[arg-type]
     return corpus, queries
 

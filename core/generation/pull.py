@@ -32,7 +32,6 @@ def byte_size(num: int | None) -> str:
 class PullStatus:
     text: str  # one sentence, no digests
     fraction: float | None  # the whole model; None until a layer with a size is seen
-    finished: bool = False
 
 
 class PullTracker:
@@ -48,14 +47,17 @@ class PullTracker:
                 min(progress.completed or 0, progress.total),
                 progress.total,
             )
-        fraction = self._fraction()
+        done = sum(c for c, _ in self._layers.values())
+        total = sum(t for _, t in self._layers.values())
+        if total:
+            # A new layer adds to the total; the bar holds still rather than jump back.
+            self._shown = max(self._shown, done / total)
+        fraction = self._shown if self._layers else None
         if status == "success":
-            return PullStatus(f"{self.model} is ready to use.", 1.0, finished=True)
+            return PullStatus(f"{self.model} is ready to use.", 1.0)
         if status.startswith("pulling manifest"):
             text = f"Preparing the download of {self.model}…"
         elif status.startswith(("pulling", "downloading")):
-            done = sum(c for c, _ in self._layers.values())
-            total = sum(t for _, t in self._layers.values())
             text = (
                 f"Downloading {self.model} · {byte_size(done)} of {byte_size(total)}"
                 if total
@@ -68,15 +70,6 @@ class PullTracker:
         else:  # a step this version does not know: the server's words, once
             text = progress.status.strip().capitalize() or f"Downloading {self.model}…"
         return PullStatus(text, fraction)
-
-    def _fraction(self) -> float | None:
-        if not self._layers:
-            return None
-        done = sum(c for c, _ in self._layers.values())
-        total = sum(t for _, t in self._layers.values())
-        # A new layer adds to the total; the bar holds still rather than jump back.
-        self._shown = max(self._shown, done / total if total else 0.0)
-        return self._shown
 
 
 def pull_model(
