@@ -25,6 +25,7 @@ from desktop.qt import (
     QProgressBar,
     QPushButton,
     QScrollArea,
+    QSize,
     QSpinBox,
     Qt,
     QVBoxLayout,
@@ -236,21 +237,32 @@ class SettingsDialog(QDialog):
             self._fit_height()
         return handled
 
-    def _fit_height(self) -> None:
-        """Grow to hold a status that wrapped onto more lines (a top-level window keeps
-        its size when a label inside it grows), up to the screen's height; past that the
-        form scrolls."""
+    def _needed_height(self, width: int) -> int:
+        """The dialog's height with the whole form in view at ``width``, up to the
+        screen's height (past that the form scrolls)."""
         body = self.body.layout()
-        if body is None or not self.isVisible():
-            return
-        width = self.scroll.viewport().width()
+        if body is None:
+            return 0
         form = max(
             body.totalHeightForWidth(width) if body.hasHeightForWidth() else 0,
             body.totalMinimumSize().height(),
         )
-        need = form + self.height() - self.scroll.viewport().height()
+        chrome = self.height() - self.scroll.viewport().height() if self.isVisible() else 64
+        need = form + max(chrome, 0)
         screen = self.screen().availableGeometry().height() if self.screen() else need
-        need = min(need, screen)
+        return min(need, screen)
+
+    def sizeHint(self) -> QSize:
+        # A scroll area hints a small height; adjustSize() would shrink the dialog to it.
+        hint = super().sizeHint()
+        return QSize(hint.width(), max(hint.height(), self._needed_height(hint.width())))
+
+    def _fit_height(self) -> None:
+        """Grow to hold a status that wrapped onto more lines: a top-level window keeps
+        its size when a label inside it grows."""
+        if not self.isVisible():
+            return
+        need = self._needed_height(self.scroll.viewport().width())
         if need > self.height():
             self.resize(self.width(), need)
 

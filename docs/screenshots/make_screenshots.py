@@ -85,7 +85,7 @@ def scene_indexing_settings(
     dialog = window.open_settings()
     dialog.index_when.setCurrentIndex(dialog.index_when.findData("share"))
     dialog.cpu_share.setValue(25)
-    dialog.adjustSize()
+    dialog.resize(dialog.sizeHint())  # adjustSize() caps a window at 2/3 of the screen
     shot(dialog, "15-indexing-settings.png")
     dialog.reject()
     window.close()
@@ -487,7 +487,7 @@ def main() -> int:
     dialog = window.open_settings(start_pull="qwen2.5:3b")
     wait(lambda: dialog.model.count() > 0)
     wait(lambda: 200 < dialog.pull_progress.value() < 900, 60)
-    dialog.adjustSize()
+    dialog.resize(dialog.sizeHint())  # adjustSize() caps a window at 2/3 of the screen
     shot(dialog, "08-settings-pull.png")
     dialog.reject()
     window.close()
