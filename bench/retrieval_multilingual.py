@@ -17,6 +17,10 @@ and the passage embedding rate. All models run in the same process on the same t
 
 Usage: .venv/bin/python bench/retrieval_multilingual.py [--distractors 300]
 The last line printed is one JSON object, with each model's ratio to MiniLM.
+
+``--beir-out DIR`` instead writes each set (its passages and the same distractors) as a
+BEIR folder, DIR/ru and DIR/de, so ``lectern eval --beir DIR/ru --beir DIR/de --mode all``
+measures hybrid, BM25 and dense through the whole engine, with either model.
 """
 
 from __future__ import annotations
@@ -86,6 +90,25 @@ def load_set(name: str, extra: int) -> tuple[list[str], list[str], list[str], li
     return docs + noise, ids + [f"noise{i}" for i in range(len(noise))], queries, gold
 
 
+def write_beir(name: str, extra: int, out: Path) -> Path:
+    docs, ids, queries, gold = load_set(name, extra)
+    folder = out / name
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as handle:
+        for doc_id, text in zip(ids, docs, strict=True):
+            handle.write(
+                json.dumps({"_id": doc_id, "title": "", "text": text}, ensure_ascii=False) + "\n"
+            )
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as handle:
+        for i, text in enumerate(queries):
+            handle.write(json.dumps({"_id": f"q{i}", "text": text}, ensure_ascii=False) + "\n")
+    with open(folder / "qrels" / "test.tsv", "w", encoding="utf-8") as handle:
+        handle.write("query-id\tcorpus-id\tscore\n")
+        for i, g in enumerate(gold):
+            handle.write(f"q{i}\t{ids[g]}\t1\n")
+    return folder
+
+
 def _lines(path: Path) -> list[str]:
     with open(path, encoding="utf-8") as handle:
         return handle.read().splitlines()
@@ -132,7 +155,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--distractors", type=int, default=300)
     parser.add_argument("--no-squad", action="store_true")
+    parser.add_argument("--beir-out", type=Path, help="write the sets as BEIR folders and stop")
     args = parser.parse_args()
+    if args.beir_out:
+        written = [str(write_beir(n, args.distractors, args.beir_out)) for n in ("ru", "de")]
+        print(json.dumps({"beir": written}))
+        return
     sets = {name: load_set(name, args.distractors) for name in ("ru", "de")}
     squad = None if args.no_squad or not SQUAD.exists() else load_squad()
     models = {

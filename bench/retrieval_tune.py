@@ -12,6 +12,13 @@ and reports it on every other cache with the single modes and RRF measured in th
   .venv/bin/python bench/retrieval_tune.py tune --train /tmp/scifact-train.pkl \\
       --check /tmp/scifact-test.pkl --check /tmp/squad-test.pkl
   .venv/bin/python bench/retrieval_tune.py partial --cache /tmp/scifact-test.pkl ...
+  .venv/bin/python bench/retrieval_tune.py rerank --train /tmp/scifact-train.pkl \
+      --check /tmp/scifact-test.pkl --check /tmp/squad-test.pkl
+
+``rerank`` chooses the second stage's constants (core/rerank.py) on the training cache the
+same way. It needs each passage's token states, which the model makes at query time in
+production; they are computed once per cache from its library (recorded in the cache as
+``home``) and kept beside it in ``<cache>.tokens.pkl``.
 
 The library at --home must already hold the corpus (``lectern eval`` builds it, under
 <data folder>/eval/). The last line printed is one JSON object.
@@ -33,12 +40,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.config import load_settings  # noqa: E402
+from core.embedding import embed_queries  # noqa: E402
 from core.eval import load_beir, materialize, ndcg_at  # noqa: E402
 from core.fusion import FusionParams, best_per_document, fuse  # noqa: E402
 from core.library import Library  # noqa: E402
 from core.records import SearchFilters  # noqa: E402
+from core.rerank import RerankParams, maxsim, passage_order, rerank  # noqa: E402
 from core.retrieval import rrf_fuse  # noqa: E402
-from core.store.lookup import chunk_embeddings, live_chunk_documents  # noqa: E402
+from core.store.lookup import (  # noqa: E402
+    chunk_embeddings,
+    embedding_texts,
+    live_chunk_documents,
+)
 
 DUMP_DEPTH = 1500
 
@@ -54,7 +67,8 @@ def dump(args: argparse.Namespace) -> dict[str, object]:
         by_path = {d.path: d.id for d in library.documents()}
         corpus_of = {by_path[p]: cid for p, cid in mapping.items() if p in by_path}
         t0 = time.monotonic()
-        vectors = library.embedder.embed([beir.queries[q] for q in queries])
+        # As search embeds them: a model with a query form (e5's "query: ") gets it.
+        vectors = embed_queries(library.embedder, [beir.queries[q] for q in queries])
         embed_s = time.monotonic() - t0
         retriever = library.retriever
         rows = {}
@@ -77,6 +91,7 @@ def dump(args: argparse.Namespace) -> dict[str, object]:
         "document_of": document_of,
         "corpus_of": corpus_of,
         "embeddings": embeddings,
+        "home": str(home.resolve()),
     }
     with open(args.cache, "wb") as handle:
         pickle.dump(cache, handle)
@@ -201,6 +216,126 @@ def partial(args: argparse.Namespace) -> dict[str, object]:
     return report
 
 
+RERANK_GRID = {
+    "depth": (10, 20, 30),
+    "passages_per_document": (1, 2),
+    "weight": (0.5, 0.75, 1.0, 1.5, 2.0, 3.0),
+}
+
+
+def _short_lists(cache: dict, params: FusionParams):
+    """Per query: fused documents and each document's chunks in shown order, as search
+    builds them from the lists it fetched."""
+    doc_of = cache["document_of"]
+    out = {}
+    for qid, (bm25, dense) in cache["lists"].items():
+        bm25 = prefix([x for x in bm25 if x[0] in doc_of], doc_of, params.depth)
+        dense = prefix([x for x in dense if x[0] in doc_of], doc_of, params.depth)
+        fused = fuse(best_per_document(bm25, doc_of), best_per_document(dense, doc_of), params)
+        out[qid] = (fused, passage_order([bm25, dense], doc_of))
+    return out
+
+
+def _token_states(cache_path: str, cache: dict, short: dict) -> dict:
+    """Token states of every passage the grid can ask for (and of the queries), computed
+    once with the library's model and kept in ``<cache>.tokens.pkl``."""
+    side = Path(cache_path + ".tokens.pkl")
+    states: dict = {"chunks": {}, "queries": {}}
+    if side.exists():
+        with open(side, "rb") as handle:
+            states = pickle.load(handle)
+    deepest = max(RERANK_GRID["depth"])
+    most = max(RERANK_GRID["passages_per_document"])
+    needed = {
+        c
+        for fused, chunks_of in short.values()
+        for d, _ in fused[:deepest]
+        for c in chunks_of.get(d, [])[:most]
+    }
+    missing = sorted(needed - states["chunks"].keys())
+    missing_q = [q for q in short if q not in states["queries"]]
+    if missing or missing_q:
+        settings = replace(load_settings(), home=Path(cache["home"]))
+        with Library(settings) as library:
+            embedder = library.embedder
+            texts = embedding_texts(library.db, missing)
+            ordered = sorted(texts, key=lambda c: len(texts[c]))
+            for i in range(0, len(ordered), 256):
+                part = ordered[i : i + 256]
+                for chunk, matrix in zip(
+                    part, embedder.token_vectors([texts[c] for c in part]), strict=True
+                ):
+                    states["chunks"][chunk] = matrix.astype("float16")
+                print(f"token states {i + len(part)}/{len(ordered)}", flush=True)
+            queries = embedder.token_vectors([cache["queries"][q] for q in missing_q])
+            states["queries"].update(zip(missing_q, queries, strict=True))
+        with open(side, "wb") as handle:
+            pickle.dump(states, handle)
+    return states
+
+
+def _late_scores(short: dict, states: dict) -> dict[str, dict[int, float]]:
+    """Per query, MaxSim of every passage the grid can ask for (computed once: the grid
+    only mixes them)."""
+    deepest = max(RERANK_GRID["depth"])
+    most = max(RERANK_GRID["passages_per_document"])
+    out = {}
+    for q, (fused, chunks_of) in short.items():
+        query = states["queries"][q].astype("float32")
+        chunks = {c for d, _ in fused[:deepest] for c in chunks_of.get(d, [])[:most]}
+        out[q] = {
+            c: maxsim(query, states["chunks"][c].astype("float32"))
+            for c in chunks
+            if c in states["chunks"]
+        }
+    return out
+
+
+def _reranked(short: dict, late: dict, params: RerankParams) -> dict[str, list[int]]:
+    return {
+        q: [
+            d
+            for d, _ in rerank(
+                fused,
+                chunks_of,
+                lambda ids, q=q: {c: late[q][c] for c in ids if c in late[q]},
+                params,
+            )
+        ]
+        for q, (fused, chunks_of) in short.items()
+    }
+
+
+def rerank_tune(args: argparse.Namespace) -> dict[str, object]:
+    fusion = FusionParams()
+    sets = []
+    for path in [args.train, *(args.check or [])]:
+        with open(path, "rb") as handle:
+            cache = pickle.load(handle)
+        short = _short_lists(cache, fusion)
+        sets.append((cache, short, _late_scores(short, _token_states(path, cache, short))))
+    train, train_short, train_states = sets[0]
+    results = []
+    for depth, per_document, weight in itertools.product(*RERANK_GRID.values()):
+        params = RerankParams(depth, per_document, weight)
+        results.append((ndcg(train, _reranked(train_short, train_states, params)), params))
+    results.sort(key=lambda r: -r[0])
+    for score, params in results[:10]:
+        print(f"train {score:.4f}  {params}")
+    best = results[0][1]
+    report: dict[str, object] = {"chosen": best.__dict__, "default": RerankParams().__dict__}
+    for cache, short, states in sets:
+        first = {q: [d for d, _ in fused] for q, (fused, _) in short.items()}
+        row = {
+            "first_stage": round(ndcg(cache, first), 4),
+            "chosen": round(ndcg(cache, _reranked(short, states, best)), 4),
+            "default": round(ndcg(cache, _reranked(short, states, RerankParams())), 4),
+        }
+        report[f"{cache['dataset']}/{cache['split']}"] = row
+        print(cache["dataset"], cache["split"], row, flush=True)
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -214,8 +349,12 @@ def main() -> None:
     t.add_argument("--check", action="append")
     pa = sub.add_parser("partial")
     pa.add_argument("--cache", action="append", required=True)
+    r = sub.add_parser("rerank")
+    r.add_argument("--train", required=True)
+    r.add_argument("--check", action="append")
     args = parser.parse_args()
-    result = {"dump": dump, "tune": tune, "partial": partial}[args.command](args)
+    commands = {"dump": dump, "tune": tune, "partial": partial, "rerank": rerank_tune}
+    result = commands[args.command](args)
     print(json.dumps(result))
 
 

@@ -14,13 +14,16 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import __version__
 from core.cli_args import percent, positive_int
 from core.cli_common import ProgressBar, open_library, open_reader
 from core.errors import LecternError
 from core.offline import force_offline
+
+if TYPE_CHECKING:
+    from core.library import Library
 
 force_offline()
 if not sys.stderr.isatty():
@@ -37,7 +40,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from core.indexer import Controls
     from core.ipc import serve
 
-    library = open_library()
+    library = open_library(migrate=True)
     if args.when_idle or args.cpu_share is not None:  # this run only; settings unchanged
         library.set_index_pace(
             "idle" if args.when_idle else "share",
@@ -60,6 +63,15 @@ def cmd_index(args: argparse.Namespace) -> int:
         )
         return 130
     bar.close()
+    if not _finish_model_switch(library):
+        server.close()
+        library.close()
+        print(
+            "Interrupted. The passages re-embedded so far are kept; run `lectern index` "
+            "again to continue.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     status = library.status()
     server.close()
     library.close()
@@ -88,6 +100,29 @@ def cmd_index(args: argparse.Namespace) -> int:
         for path, reason in report.failures:
             print(f"  failed: {path}: {reason}")
     return 0
+
+
+def _finish_model_switch(library: Library) -> bool:
+    """After a change of model, `lectern index` stays until the library has switched to
+    it (core/reembed.py), saying how far it is; False when interrupted."""
+    if not library.switching_model:
+        return True
+    last = ""
+    try:
+        while not library.wait_for_model_switch(timeout=2.0):
+            status = library.reembedding_status()
+            if status is None:
+                break
+            if status.sentence != last:
+                last = status.sentence
+                print(last, file=sys.stderr)
+            if status.state == "failed":
+                break  # said above; the old model keeps answering
+    except KeyboardInterrupt:
+        return False
+    if not library.switching_model:
+        print(f"Switched to {library.status()['embedding_model']}.", file=sys.stderr)
+    return True
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -158,6 +193,9 @@ def status_lines(status: Mapping[str, Any]) -> list[str]:
     if searchable:
         lines.append(searchable_line(int(status.get("chunks", 0)), searchable))
     lines.append(f"Embedding model: {status.get('embedding_model', '')}")
+    switching = status.get("reembedding")
+    if switching:
+        lines.append(str(switching.get("message", "")))
     keyword = status.get("keyword_index")
     if keyword and keyword != "ready":
         lines.append(

@@ -150,7 +150,7 @@ def cmd_ask(
 
     scope = scope_from_args(args)
     try:
-        library: Library | RemoteLibrary = Library(settings)
+        library: Library | RemoteLibrary = Library(settings, migrate=False)
     except IndexBusyError as busy:  # `lectern watch` or the app holds it: it answers
         library = running_library(busy, settings.home)
     try:

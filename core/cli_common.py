@@ -76,11 +76,13 @@ class ProgressBar:
             self.stream.flush()
 
 
-def open_library() -> Library:
-    """The library in the configured data folder; repairs made at open are told once."""
+def open_library(*, migrate: bool = False) -> Library:
+    """The library in the configured data folder; repairs made at open are told once.
+    ``migrate``: whether a change of model re-embeds in the background meanwhile (for
+    the commands that index; a short command would only load a model for nothing)."""
     from core.library import Library
 
-    library = Library()
+    library = Library(migrate=migrate)
     # What was repaired at open is said once, where the person is looking.
     for notice in library.recovery_notices:
         print(f"{notice.message} {notice.hint}".strip(), file=sys.stderr)

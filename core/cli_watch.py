@@ -59,7 +59,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from core.ipc import serve
     from core.watch import AppliedBatch, FolderWatcher
 
-    library = open_library()
+    library = open_library(migrate=True)
     out_lock = threading.Lock()
     bar_holder: list[ProgressBar] = [ProgressBar()]
 
@@ -123,6 +123,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if not library.folders():
         library.close()
         raise LecternError("There is no folder to watch.", "Run `lectern watch FOLDER` to add one.")
+
+    switching = library.reembedding_status()
+    if switching is not None:  # re-embedded while watching (core/reembed.py)
+        with out_lock:
+            print(switching.sentence, file=sys.stderr, flush=True)
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

@@ -110,6 +110,9 @@ class Settings:
     candidates: int = 100  # distinct documents per retriever, before fusion
     rrf_k: int = 60  # only for fusion "rrf"
     fusion: str = "adaptive"  # "adaptive" (score-aware, per query; core/fusion.py) or "rrf"
+    # Hybrid search re-scores its top documents by late interaction (core/rerank.py):
+    # their passages are encoded again at query time, a fraction of a second.
+    rerank: bool = True
     # One of core.embedding.MODELS; changing it re-embeds the library (never mixed).
     embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     chunk_overlap_sentences: int = 0

@@ -463,9 +463,10 @@ class SentenceTransformerEmbedder:
         # sentence-transformers strips each text before tokenizing; so do we.
         return [e.ids for e in self._tokenizer.encode_batch([t.strip() for t in texts])]
 
-    def _forward(
+    def _hidden(
         self, model: Any, encodings: Sequence[Sequence[int]], precision: str | None = None
-    ) -> np.ndarray:
+    ) -> tuple[Any, Any]:
+        """The last hidden states (float32) of a padded batch, and its attention mask."""
         torch = self._torch
         width = max(len(ids) for ids in encodings)
         ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
@@ -480,18 +481,44 @@ class SentenceTransformerEmbedder:
             if precision == "bf16-autocast"
             else contextlib.nullcontext()
         )
+        with autocast:
+            hidden = model(
+                input_ids=input_ids,
+                attention_mask=attention,
+                token_type_ids=torch.zeros_like(input_ids),
+            ).last_hidden_state
+        return hidden.float(), attention
+
+    def _forward(
+        self, model: Any, encodings: Sequence[Sequence[int]], precision: str | None = None
+    ) -> np.ndarray:
+        torch = self._torch
         with torch.inference_mode():
-            with autocast:
-                hidden = model(
-                    input_ids=input_ids,
-                    attention_mask=attention,
-                    token_type_ids=torch.zeros_like(input_ids),
-                ).last_hidden_state
-            hidden = hidden.float()
+            hidden, attention = self._hidden(model, encodings, precision)
             weights = attention.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
             vectors = torch.nn.functional.normalize(pooled, p=2, dim=1)
         return np.ascontiguousarray(vectors.numpy(), dtype=np.float32)
+
+    def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Per text, one L2-normalised row per word piece, [CLS] and [SEP] left out: the
+        states the pooled vector is the mean of, for late interaction (core/rerank.py).
+        On the query lane, since a person is waiting for them, with the thread count
+        measured fastest for passages (a batch of passages, not a one-off query)."""
+        if not texts:
+            return []
+        encodings = self._tokenize(texts)
+        lengths = [len(ids) for ids in encodings]
+        out: list[np.ndarray] = [np.zeros((0, self.dim), dtype=np.float32)] * len(texts)
+        torch = self._torch
+        for batch in plan_batches(lengths, 32, self.encoding.sub_batch_tokens):
+            with self._lane.query(), torch.inference_mode():
+                torch.set_num_threads(self.threads)
+                hidden, _ = self._hidden(self._bert, [encodings[i] for i in batch])
+                states = torch.nn.functional.normalize(hidden, p=2, dim=2).numpy()
+            for row, i in enumerate(batch):
+                out[i] = np.ascontiguousarray(states[row, 1 : lengths[i] - 1])
+        return out
 
     # --- choosing the path ------------------------------------------------------------
 

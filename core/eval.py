@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import Settings, load_settings
+from core.embedding import DEFAULT_MODEL_ID
 from core.errors import DatasetError
 from core.library import Library
 from core.records import IndexProgress
@@ -169,6 +170,9 @@ def evaluate(
     started = time.monotonic()
     with Library(eval_settings) as library:
         report = library.index([docs], progress=progress)
+        # A scratch index built with another model switches to this one in the background
+        # (core/reembed.py); the run must not search with the old one meanwhile.
+        library.wait_for_model_switch()
         index_s = time.monotonic() - started
         stats = library.status()
         results: dict[str, dict[str, float]] = {}
@@ -219,6 +223,17 @@ def configuration(settings: Settings) -> dict[str, object]:
     else:
         config["bm25_prior"] = params.bm25_prior
         config["confidence_power"] = params.confidence_power
+    if settings.rerank and settings.embedding_model == DEFAULT_MODEL_ID:
+        from core.rerank import RerankParams
+
+        second = RerankParams()
+        config["second_stage"] = (
+            f"maxsim over the top {second.depth} documents, {second.passages_per_document} "
+            f"passages each, weight {second.weight}"
+        )
+    else:
+        # (multilingual-e5's engine gives no word-piece states, so it has no second stage)
+        config["second_stage"] = "off"
     return config
 
 

@@ -21,7 +21,7 @@ import duckdb
 
 from core.chunking import Chunker
 from core.config import Settings, load_settings
-from core.embedding import Embedder, WordPieceCounter, load_embedder
+from core.embedding import MODELS, Embedder, WordPieceCounter, load_embedder
 from core.errors import DiskFullError, LecternError
 from core.indexer import Controls, Indexer, ProgressCallback
 from core.ingest.ocr import OcrOptions
@@ -41,6 +41,8 @@ from core.records import (
     SearchFilters,
     WordBox,
 )
+from core.reembed import Reembedding, ReembedStatus, SwitchGate
+from core.rerank import RerankParams
 from core.retrieval import Retriever
 from core.scan import normalize_folder
 from core.store import ocr as ocr_store
@@ -50,6 +52,7 @@ from core.store.conversations import ConversationStore
 from core.store.documents import DocumentStore
 from core.store.keyword import KeywordIndex
 from core.store.recovery import open_database
+from core.store.reembed import ReembedStore
 from core.store.vectors import VectorIndex
 
 DEFAULT_DIM = 384  # all-MiniLM-L6-v2; used before the model is loaded
@@ -60,16 +63,29 @@ KEYWORD_FILE = "keyword.duckdb"
 
 class Library:
     def __init__(
-        self, settings: Settings | None = None, *, embedder: Embedder | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        migrate: bool = True,
     ) -> None:
+        """``migrate``: re-embed in the background after a change of model (see
+        core/reembed.py). The app, `lectern index` and `lectern watch` do; short
+        commands (`lectern status`, `search`, `ask`) pass False and leave it to them."""
         self.settings = settings or load_settings()
         self.settings.home.mkdir(parents=True, exist_ok=True)
         self._embedder = embedder
         # The model is part of the index configuration: a library built with one model is
         # never searched or extended with another's vectors (see _check_index_config).
-        self._model_id = embedder.model_id if embedder else self.settings.embedding_model
+        # ``_model_id`` is the model the index holds and search uses; after a change of
+        # model it stays the old one until the background re-embedding switches.
+        self._target_model = embedder.model_id if embedder else self.settings.embedding_model
+        self._target_embedder = embedder
+        self._model_id = self._target_model
         self._lock = threading.RLock()
         self._model_lock = threading.Lock()
+        self._gate = SwitchGate()
+        self._reembedding: Reembedding | None = None
         self.db, notices = open_database(self.settings.db_path)
         # What was repaired at open, for the user to be told once (the CLI on standard
         # error, the app in its status bar); `lectern status` shows the recent ones.
@@ -79,6 +95,7 @@ class Library:
         self.conversations = ConversationStore(self.db, self.backup)
         self.collection_store = CollectionStore(self.db)
         self.keyword = KeywordIndex(self.db, self.settings.home / KEYWORD_FILE)
+        self.reembed_store = ReembedStore(self.db)
         self.parser = ParserPool(
             self.settings.parse_timeout_s,
             self.settings.parse_memory_mb,
@@ -123,6 +140,8 @@ class Library:
         )
         self.indexer.on_removed.append(self._forget_in_conversations)
         self.set_index_pace(self.settings.index_when, self.settings.index_cpu_share)
+        if migrate and self.switching_model:
+            self._start_reembedding()
 
     def set_index_pace(self, when: str, cpu_share: int) -> None:
         """When indexing may run (core/throttle.py); a running index or watcher batch
@@ -231,6 +250,7 @@ class Library:
                     candidates=self.settings.candidates,
                     rrf_k=self.settings.rrf_k,
                     fusion=self.settings.fusion,
+                    second_stage=RerankParams() if self.settings.rerank else None,
                 )
             return self._retriever
 
@@ -242,10 +262,20 @@ class Library:
         return f"{self._model_id}|chunker {CHUNKER_VERSION}|overlap {overlap}"
 
     def _check_index_config(self) -> None:
-        """Vectors of two models (or chunkings) must never be mixed: on a change, drop
-        every chunk and queue every document for re-indexing."""
+        """Vectors of two models (or chunkings) must never be mixed. A change of model
+        alone keeps the index and the old model answering while the new one re-embeds
+        in the background (core/reembed.py); any other change drops every chunk and
+        queues every document for re-indexing."""
         stored = self.db.get_meta("index_config")
         if stored == self.index_config:
+            # Changed back before a background switch finished: it is dropped.
+            self.reembed_store.cancel()
+            return
+        if stored is not None and self._reembeddable(stored):
+            self._model_id = stored.split("|", 1)[0]
+            if self._embedder is not None and self._embedder.model_id != self._model_id:
+                self._embedder = None  # the new model's, used by the re-embedding
+            self.reembed_store.begin(self._target_model)
             return
         dim = self._embedder.dim if self._embedder else DEFAULT_DIM
         version = int(self.db.get_meta("content_version", "0") or 0) + 1
@@ -261,6 +291,105 @@ class Library:
         if stored is not None:
             self.settings.vectors_path.unlink(missing_ok=True)
             self.keyword.refresh(force_merge=True)
+
+    def _reembeddable(self, stored: str) -> bool:
+        """Whether ``stored`` differs from the wanted configuration in the model alone,
+        and its model is one that ships (it keeps answering until the switch)."""
+        model, _, rest = stored.partition("|")
+        wanted_rest = self.index_config.partition("|")[2]
+        return rest == wanted_rest and model != self._target_model and model in MODELS
+
+    # --- changing the model in the background ---------------------------------------
+
+    @property
+    def switching_model(self) -> bool:
+        """Whether a change of model waits to be switched to (re-embedding pending)."""
+        return self._model_id != self._target_model
+
+    def _load_target(self) -> Embedder:
+        if self._target_embedder is not None:
+            return self._target_embedder
+        return load_embedder(self._target_model)
+
+    def _start_reembedding(self) -> None:
+        self._reembedding = Reembedding(
+            self.reembed_store,
+            self._target_model,
+            self._model_id,
+            self._load_target,
+            self._switch_model,
+            self.indexer.throttle,
+            batch_size=self.settings.embed_batch_size,
+        )
+        self._reembedding.start()
+
+    def _switch_model(self, embedder: Embedder) -> bool:
+        """Swap every chunk's vector for the new model's, then change the model, vectors
+        and retriever together. False (nothing changed) while indexing holds the library:
+        a file written then would carry the old model's vectors into the new index."""
+        if not self.indexer.lock.acquire(blocking=False):
+            return False
+        try:
+            old_config = self.index_config
+            new_config = f"{embedder.model_id}|{old_config.partition('|')[2]}"
+            # Built before searches are held: they wait only for the swap itself.
+            fresh = VectorIndex(self.db, self.settings.vectors_path, embedder.dim)
+            for keys, vectors in self.reembed_store.vectors(embedder.dim):
+                fresh.add(keys, vectors)
+            with self._gate.switching():
+                swapped = self.reembed_store.swap(
+                    {
+                        "index_config": new_config,
+                        "embedding_model": embedder.model_id,
+                        "embedding_dim": str(embedder.dim),
+                    },
+                    old_config,
+                    new_config,
+                )
+                if not swapped:
+                    return False
+                # The old model's file goes at once: a crash before the new one is saved
+                # leaves no file, which the next open builds from the library, rather than
+                # one the sample check would call damaged.
+                self.settings.vectors_path.unlink(missing_ok=True)
+                # Committed: from here on nothing may keep the old model in use.
+                with self._model_lock:
+                    self._embedder = embedder
+                with self._lock:
+                    self._model_id = embedder.model_id
+                    self._vectors = fresh
+                    self._retriever = None
+                self.indexer.index_config = new_config
+            try:
+                # Vectors of chunks deleted since they were stored go (a search skips
+                # them meanwhile: they are not live), and the file is written.
+                fresh.reconcile()
+                fresh.save_if_dirty()
+            except (LecternError, duckdb.Error, OSError) as exc:
+                # Derived data: without a file the next open builds it from the library.
+                logging.getLogger(__name__).warning("vector file after the switch: %s", exc)
+                self.settings.vectors_path.unlink(missing_ok=True)
+            return True
+        finally:
+            self.indexer.lock.release()
+
+    def reembedding_status(self) -> ReembedStatus | None:
+        """Where a change of model stands, or None when there is none."""
+        if not self.switching_model:
+            return None
+        if self._reembedding is not None:
+            return self._reembedding.status()
+        done, total = self.reembed_store.progress()
+        return ReembedStatus(self._target_model, self._model_id, done, total, "stopped")
+
+    def wait_for_model_switch(self, timeout: float | None = None) -> bool:
+        """Wait until a change of model is switched to (True; at once when none is
+        pending), it failed or ``timeout`` passed (False)."""
+        if not self.switching_model:
+            return True
+        if self._reembedding is None:
+            return False
+        return self._reembedding.wait(timeout)
 
     # --- folders --------------------------------------------------------------------
 
@@ -400,7 +529,8 @@ class Library:
                 folders=tuple(normalize_folder(f) for f in folders or ()),
                 types=tuple(types or ()),
             )
-        return self.retriever.search(query, k or self.settings.top_k, mode, filters)
+        with self._gate.reading():  # never across a switch of model (core/reembed.py)
+            return self.retriever.search(query, k or self.settings.top_k, mode, filters)
 
     # --- collections and scopes -------------------------------------------------------
 
@@ -564,6 +694,7 @@ class Library:
     def status(self) -> dict[str, object]:
         counts, chunks = self.store.counts()
         by_keyword, by_meaning = self.searchable()
+        switching = self.reembedding_status()
         return {
             "home": str(self.settings.home),
             "folders": [f.__dict__ for f in self.folder_status()],
@@ -585,6 +716,7 @@ class Library:
             "collections": [c.to_json() for c in self.collections()],
             "searchable": {"keyword": by_keyword, "meaning": by_meaning},
             "embedding_model": self.db.get_meta("embedding_model"),
+            "reembedding": switching.to_json() if switching else None,
             "index_config": self.index_config,
             "keyword_delta_chunks": self.keyword.delta_size(),
             "keyword_index": self.keyword.status(),
@@ -616,8 +748,11 @@ class Library:
         return text
 
     def close(self) -> None:
-        # A keyword base rebuild running in the background is stopped first: its tables
-        # are new and unused, so nothing is lost (the next run starts it again).
+        # Background work is stopped first. A re-embedding keeps what it stored (the next
+        # open resumes it); a keyword base rebuild's tables are new and unused, so nothing
+        # is lost (the next run starts it again).
+        if self._reembedding is not None:
+            self._reembedding.stop()
         self.keyword.close()
         with self._lock:
             if self._vectors is not None:

@@ -4,13 +4,17 @@ Keyword and meaning search fail differently (an error code vs a paraphrase), so 
 Candidates are counted in *documents*: each list fetches enough chunks to reach
 ``candidates`` distinct documents (a long document can fill 50 chunk places on its own).
 core/fusion.py fuses the two lists at document level, score-aware and weighted per query.
-The user sees the best chunks of each document in fused order, a document taking at most
-two of the top places (the second only after every other document's first) unless it is
-the only one that matches.
+In hybrid mode core/rerank.py then re-scores the top documents by late interaction
+(MaxSim over the model's word-piece states), where the model offers them. The user sees
+the best chunks of each document in that order, a document taking at most two of the top
+places (the second only after every other document's first) unless it is the only one
+that matches.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -20,9 +24,11 @@ from core.embedding import Embedder, embed_queries
 from core.errors import LecternError
 from core.fusion import FusionParams, best_per_document, fuse
 from core.records import Hit, SearchFilters
+from core.rerank import RerankParams, maxsim_scorer, passage_order, rerank
 from core.store.db import Database
 from core.store.keyword import KeywordIndex
 from core.store.lookup import (
+    embedding_texts,
     filtered_embeddings,
     hits_for,
     live_chunk_documents,
@@ -76,13 +82,7 @@ def diversified(
     then a second chunk of each in the same order; more of one document only when it is
     the only one found. A document's chunks are ordered by their best place in either
     list."""
-    place: dict[int, int] = {}
-    for ranked in (found.bm25, found.dense):
-        for i, (chunk, _) in enumerate(ranked):
-            place[chunk] = min(place.get(chunk, i), i)
-    chunks_of: dict[int, list[int]] = {}
-    for chunk in sorted(place, key=lambda c: (place[c], c)):
-        chunks_of.setdefault(found.document_of[chunk], []).append(chunk)
+    chunks_of = passage_order((found.bm25, found.dense), found.document_of)
     documents = [(d, s) for d, s in documents if d in chunks_of]
     per_document = MAX_PER_DOCUMENT if len(documents) > 1 else k
     out: list[tuple[int, float]] = []
@@ -93,6 +93,44 @@ def diversified(
             if turn < len(chunks_of[doc]):
                 out.append((chunks_of[doc][turn], score))
     return out
+
+
+class TokenStateCache:
+    """The second stage's word-piece states of recently scored chunks, so a follow-up
+    question or a search again over the same documents does not encode them again. A
+    chunk's text never changes under its id (an edited file gets new chunks), and a new
+    model gets a new Retriever, so entries never go stale; the oldest go first past
+    ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._states: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()  # searches run on several threads at once
+
+    def get_many(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        with self._lock:
+            found = {}
+            for chunk in chunk_ids:
+                states = self._states.get(chunk)
+                if states is not None:
+                    self._states.move_to_end(chunk)
+                    found[chunk] = states.astype(np.float32)
+            return found
+
+    def put_many(self, states: dict[int, np.ndarray]) -> None:
+        with self._lock:
+            for chunk, matrix in states.items():
+                # Half the memory; the constants were chosen on float16 states too.
+                kept = matrix.astype(np.float16)
+                old = self._states.pop(chunk, None)
+                if old is not None:
+                    self._bytes -= old.nbytes
+                self._states[chunk] = kept
+                self._bytes += kept.nbytes
+            while self._bytes > self.max_bytes and self._states:
+                _, dropped = self._states.popitem(last=False)
+                self._bytes -= dropped.nbytes
 
 
 class Retriever:
@@ -107,6 +145,7 @@ class Retriever:
         rrf_k: int = 60,
         fusion: str = "adaptive",
         params: FusionParams | None = None,
+        second_stage: RerankParams | None = None,
     ) -> None:
         if fusion not in FUSIONS:
             raise LecternError(f"Unknown fusion {fusion!r}.", f"Use one of: {', '.join(FUSIONS)}.")
@@ -118,6 +157,9 @@ class Retriever:
         self.rrf_k = rrf_k
         self.fusion = fusion
         self.params = params or FusionParams(depth=candidates)
+        # None: no second stage (switched off, or a model without word-piece states).
+        self.second_stage = second_stage if hasattr(embedder, "token_vectors") else None
+        self._token_cache = TokenStateCache()
 
     def search(
         self, query: str, k: int = 6, mode: str = "hybrid", filters: SearchFilters | None = None
@@ -130,7 +172,29 @@ class Retriever:
             return []
         found = self.candidate_lists(query, mode, filters)
         ranked = self.rank_documents(found, mode)
+        if mode == "hybrid" and self.second_stage is not None:
+            ranked = self.rerank(query, ranked, found, self.second_stage)
         return self._hits(diversified(ranked, found, k), found)
+
+    def rerank(
+        self, query: str, ranked: list[tuple[int, float]], found: Candidates, params: RerankParams
+    ) -> list[tuple[int, float]]:
+        """The second stage over the fused documents (core/rerank.py)."""
+        token_vectors = self.embedder.token_vectors  # type: ignore[attr-defined]
+
+        def chunk_tokens(chunk_ids: list[int]) -> dict[int, np.ndarray]:
+            states = self._token_cache.get_many(chunk_ids)
+            texts = embedding_texts(self.db, [c for c in chunk_ids if c not in states])
+            ids = list(texts)
+            if not ids:
+                return states
+            fresh = dict(zip(ids, token_vectors([texts[c] for c in ids]), strict=True))
+            self._token_cache.put_many(fresh)
+            return states | fresh
+
+        chunks_of = passage_order((found.bm25, found.dense), found.document_of)
+        (query_tokens,) = token_vectors([query])
+        return rerank(ranked, chunks_of, maxsim_scorer(query_tokens, chunk_tokens), params)
 
     def candidate_lists(self, query: str, mode: str, filters: SearchFilters) -> Candidates:
         bm25: list[tuple[int, float]] = []

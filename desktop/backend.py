@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIBRARY_REFRESH_MS = 700  # folder counts while indexing (one cheap query)
+SWITCH_REFRESH_MS = 3000  # while a change of embedding model re-embeds in the background
 PROGRESS_INTERVAL_S = 0.1
 # How often the model server is asked again while the window is open, so the badge
 # follows a server that stopped or started meanwhile (requests also re-check at once).
@@ -62,6 +63,8 @@ class LibrarySnapshot:
     chunks: int = 0
     documents: int = 0
     embedded: int = 0  # passages searchable by meaning (the rest by keyword only, for now)
+    # A change of embedding model in progress, in words (core/reembed.py); "" when none.
+    switching: str = ""
 
 
 class Backend(QObject):
@@ -144,6 +147,10 @@ class Backend(QObject):
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setInterval(LIBRARY_REFRESH_MS)
         self._refresh_timer.timeout.connect(self.refresh_library)
+        self._switch_timer = QTimer(self)
+        self._switch_timer.setSingleShot(True)
+        self._switch_timer.setInterval(SWITCH_REFRESH_MS)
+        self._switch_timer.timeout.connect(self.refresh_library)
         self._llm_timer = QTimer(self)
         self._llm_timer.setInterval(LLM_RECHECK_MS)
         self._llm_timer.timeout.connect(lambda: self.check_llm(quiet=True))
@@ -523,17 +530,21 @@ class Backend(QObject):
             for state in ("failed", "skipped"):
                 for doc in library.documents(state=state):
                     problems.setdefault(doc.folder, []).append(doc)
+            switching = library.reembedding_status()
             return LibrarySnapshot(
                 folders=folders,
                 problems={k: tuple(v) for k, v in problems.items()},
                 chunks=sum(f.chunks for f in folders),
                 documents=sum(f.indexed for f in folders),
                 embedded=library.searchable()[1],
+                switching=switching.sentence if switching else "",
             )
 
         def loaded(snapshot: LibrarySnapshot) -> None:
             self.snapshot = snapshot
             self.library_changed.emit(snapshot)
+            if snapshot.switching and not self._closing and not self._switch_timer.isActive():
+                self._switch_timer.start()  # its progress is followed until it switches
 
         def finished() -> None:
             self._refreshing = False
@@ -940,6 +951,7 @@ class Backend(QObject):
         wait_ms = SHUTDOWN_WAIT_MS if wait_ms is None else wait_ms
         deadline = time.monotonic() + wait_ms / 1000
         self._refresh_timer.stop()
+        self._switch_timer.stop()
         self._llm_timer.stop()
         self._jobs.clear()
         self._stop_current_job()

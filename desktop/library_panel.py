@@ -322,6 +322,7 @@ class LibraryPanel(QFrame):
             self.summary.setText(
                 f"{count_of(snapshot.documents, 'file')} · {count_of(snapshot.chunks, 'passage')}"
                 + (f" · {waiting} found by keyword only until embedded" if waiting else "")
+                + (f"\n{snapshot.switching}" if snapshot.switching else "")
             )
         self.summary.setVisible(has and not self.progress_card.isVisible())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 
 def drain(fd: int) -> str:
@@ -21,3 +22,11 @@ def files_done(progress_output: str, total: int) -> int | None:
         if f"/{total} files" in part
     ]
     return counts[-1] if counts else None
+
+
+def write_files(folder: Path, files: dict[str, str]) -> Path:
+    """``folder`` made and filled with ``files`` (name -> UTF-8 text)."""
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder

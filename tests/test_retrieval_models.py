@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from core.config import Settings
 from core.embedding import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID, load_embedder
 from core.errors import ModelLoadError
 from core.library import Library
+from tests.helpers import write_files
 
 RUSSIAN = {
     "baikal.md": "# Байкал\n\nБайкал — самое глубокое озеро на планете, глубже 1600 метров.\n",
@@ -20,11 +22,7 @@ RUSSIAN = {
 
 
 def _folder(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    for name, text in RUSSIAN.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    return folder
+    return write_files(tmp_path / "docs", RUSSIAN)
 
 
 def test_multilingual_model_finds_a_paraphrased_russian_question(
@@ -47,11 +45,20 @@ def test_changing_the_model_reembeds_everything_never_mixing(
         first = library.index([folder])
         assert first.chunks_embedded == 3
     with Library(Settings(home=lectern_home)) as library:
+        # The old model answers until every chunk is re-embedded in the background, then
+        # the library switches (tests/test_reembed.py): none of the old vectors is kept.
+        assert library.wait_for_model_switch(timeout=300)
         assert library.status()["embedding_model"] == DEFAULT_MODEL_ID
-        # Every chunk embedded again with the new model: none of the old vectors is reused.
-        second = library.index()
-        assert second.chunks_embedded == 3
+        assert library.index().chunks_embedded == 0
         assert library.status()["chunks"] == 3
+        rows = (
+            library.db.cursor()
+            .execute("SELECT coalesce(context, '') || chr(10) || text, embedding FROM chunks")
+            .fetchall()
+        )
+        fresh = load_embedder().embed([text.lstrip() for text, _ in rows])
+        for (_, blob), expected in zip(rows, fresh, strict=True):
+            assert float(np.frombuffer(blob, dtype=np.float32) @ expected) > 0.999
         hits = library.search("Байкал", mode="dense", k=3)
         assert sorted(Path(h.path).name for h in hits) == sorted(RUSSIAN)
 

@@ -307,6 +307,18 @@ def _migration_6(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+def _migration_7(con: duckdb.DuckDBPyConnection) -> None:
+    # A change of embedding model re-embeds every chunk in the background while the old
+    # vectors keep answering (core/reembed.py): the new model's vectors wait here, by
+    # chunk id, until all are done and one transaction swaps them in.
+    con.execute(
+        """CREATE TABLE IF NOT EXISTS reembed(
+            chunk_id BIGINT PRIMARY KEY,
+            embedding BLOB NOT NULL
+        )"""
+    )
+
+
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _migration_1,
     2: _migration_2,
@@ -314,6 +326,7 @@ MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     4: _migration_4,
     5: _migration_5,
     6: _migration_6,
+    7: _migration_7,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

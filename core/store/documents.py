@@ -270,6 +270,9 @@ class DocumentStore:
             if drop_chunks:
                 cur.execute("DELETE FROM chunks")
                 cur.execute("DELETE FROM document_text")
+                # A background re-embedding (core/reembed.py) has nothing left to switch.
+                cur.execute("DELETE FROM reembed")
+                cur.execute("DELETE FROM meta WHERE key IN ('reembed_model', 'reembed_dim')")
                 cur.execute(
                     "UPDATE documents SET state = 'pending', chunks = 0 WHERE state = 'indexed'"
                 )

@@ -133,3 +133,16 @@ def unembedded_documents(db: Database, document_ids: Sequence[int]) -> set[int]:
         .fetchall()
     )
     return {int(r[0]) for r in rows}
+
+
+def embedding_texts(db: Database, chunk_ids: Sequence[int]) -> dict[int, str]:
+    """chunk id -> the text its embedding was made from (context line, then the passage),
+    for a second stage that encodes passages again."""
+    if not chunk_ids:
+        return {}
+    rows = (
+        db.cursor()
+        .execute(f"SELECT id, context, text FROM chunks WHERE id IN ({id_list(chunk_ids)})")
+        .fetchall()
+    )
+    return {int(r[0]): f"{r[1]}\n{r[2]}" if r[1] else str(r[2]) for r in rows}

@@ -1,0 +1,103 @@
+"""Second stage: late interaction (MaxSim) over the fused short list.
+
+The first stage compares one pooled vector per passage with one per query, and BM25
+counts exact words; both miss a passage that answers with the same meaning spread over
+different words. MaxSim (ColBERT's scoring) matches every query word piece with its best
+counterpart among the passage's word pieces, using the same model's per-piece output
+states (the ones its pooled vector averages), and averages those best matches. No
+reranker with its weights ships in any package the registries carry; this one needs
+nothing beyond the embedding model already in the bundle.
+
+Only the top ``depth`` fused documents are re-scored, each by its best placed passage
+(the one the user is shown first), since the passages are encoded at query time. A document's final score mixes the two stages, each z-normalised over the short
+list: ``fused_z + weight * maxsim_z``. The constants (``RerankParams`` defaults) were
+chosen on the SciFact *train* split only, with bench/retrieval_tune.py (`rerank`);
+docs/ARCHITECTURE.md has the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+Ranked = Sequence[tuple[int, float]]
+
+
+@dataclass(frozen=True)
+class RerankParams:
+    depth: int = 30  # documents re-scored
+    passages_per_document: int = 1  # each by its best placed passage
+    weight: float = 1.0  # of the MaxSim z-score against the fused z-score
+
+
+def passage_order(lists: Sequence[Ranked], document_of: Mapping[int, int]) -> dict[int, list[int]]:
+    """Each document's candidate chunks, best first: by their best place in any list."""
+    place: dict[int, int] = {}
+    for ranked in lists:
+        for i, (chunk, _) in enumerate(ranked):
+            place[chunk] = min(place.get(chunk, i), i)
+    chunks_of: dict[int, list[int]] = {}
+    for chunk in sorted(place, key=lambda c: (place[c], c)):
+        doc = document_of.get(chunk)
+        if doc is not None:
+            chunks_of.setdefault(doc, []).append(chunk)
+    return chunks_of
+
+
+def maxsim(query: np.ndarray, passage: np.ndarray) -> float:
+    """Mean over the query's pieces of its best cosine among the passage's pieces."""
+    if not len(query) or not len(passage):
+        return 0.0
+    return float((query @ passage.T).max(axis=1).mean())
+
+
+def _z(values: np.ndarray) -> np.ndarray:
+    std = float(values.std())
+    return (values - values.mean()) / std if std > 1e-12 else np.zeros_like(values)
+
+
+def maxsim_scorer(
+    query_tokens: np.ndarray, chunk_tokens: Callable[[list[int]], Mapping[int, np.ndarray]]
+) -> Callable[[list[int]], dict[int, float]]:
+    """Passage scores for ``rerank``: MaxSim of the query's word-piece states against each
+    chunk's, as ``chunk_tokens`` encodes them (a chunk it leaves out, deleted meanwhile,
+    gets no score)."""
+
+    def score(chunk_ids: list[int]) -> dict[int, float]:
+        states = chunk_tokens(chunk_ids)
+        return {c: maxsim(query_tokens, m) for c, m in states.items()}
+
+    return score
+
+
+def rerank(
+    documents: Ranked,
+    chunks_of: Mapping[int, Sequence[int]],
+    score_passages: Callable[[list[int]], Mapping[int, float]],
+    params: RerankParams | None = None,
+) -> list[tuple[int, float]]:
+    """``documents`` (fused, best first) with the top ``depth`` re-ordered by the mix of
+    their fused and late-interaction scores; the rest follow in their order, below them.
+
+    A document's late score is its best passage's (``score_passages`` is asked once, for
+    every passage of the short list; a document with none scored gets 0)."""
+    params = params or RerankParams()
+    top = list(documents[: params.depth])
+    if len(top) < 2 or params.weight == 0.0:
+        return list(documents)
+    wanted = {d: list(chunks_of.get(d, ()))[: params.passages_per_document] for d, _ in top}
+    scores = score_passages(sorted({c for chunks in wanted.values() for c in chunks}))
+    late = np.array(
+        [max((scores[c] for c in wanted[d] if c in scores), default=0.0) for d, _ in top]
+    )
+    mixed = _z(np.array([s for _, s in top])) + params.weight * _z(late)
+    order = np.argsort(-mixed, kind="stable")
+    out = [(top[i][0], float(mixed[i])) for i in order]
+    rest = list(documents[params.depth :])
+    if rest:
+        # Below every re-scored document, in their own order.
+        shift = rest[0][1] - float(mixed.min()) + 1.0
+        out += [(d, s - shift) for d, s in rest]
+    return out

@@ -1,0 +1,109 @@
+"""The second stage (core/rerank.py): MaxSim over the model's word-piece states."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from core.rerank import RerankParams, maxsim, maxsim_scorer, passage_order, rerank
+
+
+def _unit(rows: list[list[float]]) -> np.ndarray:
+    matrix = np.asarray(rows, dtype=np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def test_word_piece_states_are_the_models_own(embedder) -> None:
+    text = "Mitochondria produce most of the cell's chemical energy."
+    (states,) = embedder.token_vectors([text])
+    # One row per word piece, [CLS] and [SEP] left out, each of unit length.
+    assert states.shape == (embedder.count_tokens(text), embedder.dim)
+    assert np.allclose(np.linalg.norm(states, axis=1), 1.0, atol=1e-3)
+    # A text matches itself piece for piece; an unrelated one does not.
+    (other,) = embedder.token_vectors(["The invoice is due on the first of the month."])
+    assert maxsim(states, states) > 0.99
+    assert maxsim(states, other) < 0.8
+
+
+def test_the_short_list_is_reordered_by_late_interaction() -> None:
+    query = _unit([[1, 0, 0], [0, 1, 0]])
+    tokens = {
+        10: _unit([[0, 0, 1]]),  # document 1's passage: nothing of the query
+        20: _unit([[1, 0, 0], [0, 1, 0]]),  # document 2's passage: every query piece
+        30: _unit([[1, 0, 0.2]]),
+    }
+    fused = [(1, 2.0), (2, 1.9), (3, 1.0), (4, 0.5)]
+    chunks_of = {1: [10], 2: [20], 3: [30], 4: [40]}
+    asked: list[list[int]] = []
+
+    def chunk_tokens(ids: list[int]) -> dict[int, np.ndarray]:
+        asked.append(ids)
+        return {c: tokens[c] for c in ids if c in tokens}
+
+    scorer = maxsim_scorer(query, chunk_tokens)
+    out = rerank(fused, chunks_of, scorer, RerankParams(depth=3, weight=1.0))
+    assert [d for d, _ in out] == [2, 1, 3, 4]
+    assert asked == [[10, 20, 30]]  # only the short list's passages are encoded
+    scores = [s for _, s in out]
+    assert scores == sorted(scores, reverse=True)  # the rest stays below, in order
+    # Weight 0 is the first stage as it was.
+    assert rerank(fused, chunks_of, scorer, RerankParams(weight=0.0)) == fused
+
+
+def test_passages_are_taken_in_the_order_they_were_found() -> None:
+    document_of = {1: 7, 2: 7, 3: 8, 4: 7}
+    bm25 = [(3, 9.0), (2, 5.0)]
+    dense = [(1, 0.9), (4, 0.8), (2, 0.7)]
+    assert passage_order([bm25, dense], document_of) == {7: [1, 2, 4], 8: [3]}
+
+
+def _library(home: Path, embedder, *, second_stage: bool):
+    from core.config import Settings
+    from core.library import Library
+
+    return Library(replace(Settings(home=home), rerank=second_stage), embedder=embedder)
+
+
+def test_hybrid_search_runs_the_second_stage_and_can_be_switched_off(
+    lectern_home: Path, embedder, tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    notes = {
+        "boiler.md": "# Boiler\nThe boiler pressure gauge should read between one and two bar.",
+        "garden.md": "# Garden\nWater the tomatoes early in the morning during hot weeks.",
+        "bike.md": "# Bike\nInflate the bicycle tyres to the pressure printed on the sidewall.",
+        "tax.md": "# Tax\nThe annual tax return is due at the end of January.",
+    }
+    for name, text in notes.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    calls: list[int] = []
+    real = embedder.token_vectors
+
+    def counting(texts: list[str]) -> list[np.ndarray]:
+        calls.append(len(texts))
+        return real(texts)
+
+    with _library(lectern_home, embedder, second_stage=True) as library:
+        library.index([docs])
+        library.embedder.token_vectors = counting  # type: ignore[method-assign]
+        try:
+            hits = library.search("what pressure should the heating boiler show", k=4)
+            assert Path(hits[0].path).name == "boiler.md"
+            assert calls, "hybrid search did not run the second stage"
+            assert sum(calls) > 1  # the query and the short list's passages
+            calls.clear()
+            # Asked again (a follow-up over the same documents): only the query is encoded.
+            again = library.search("what pressure should the heating boiler show", k=4)
+            assert [h.chunk_id for h in again] == [h.chunk_id for h in hits]
+            assert calls == [1]
+            calls.clear()
+            library.search("boiler pressure", k=4, mode="bm25")
+            library.search("boiler pressure", k=4, mode="dense")
+            assert not calls  # single modes are the lists as they are
+        finally:
+            del library.embedder.token_vectors
+    with _library(lectern_home, embedder, second_stage=False) as library:
+        assert library.retriever.second_stage is None
