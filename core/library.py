@@ -277,6 +277,9 @@ class Library:
                 self._embedder = None  # the new model's, used by the re-embedding
             self.reembed_store.begin(self._target_model)
             return
+        # Every chunk goes: a background re-embedding has nothing left to switch. (Before
+        # the drop: a crash between the two leaves the config unchanged, so it is redone.)
+        self.reembed_store.cancel()
         dim = self._embedder.dim if self._embedder else DEFAULT_DIM
         version = int(self.db.get_meta("content_version", "0") or 0) + 1
         self.store.set_index_config(

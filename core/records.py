@@ -138,6 +138,11 @@ class ParsedDocument:
         return pages[-1].page if offset >= pages[-1].end else None
 
 
+def embedding_text(context: str | None, text: str) -> str:
+    """What a chunk is embedded (and re-encoded) from: its context line, then its text."""
+    return f"{context}\n{text}" if context else text
+
+
 @dataclass(frozen=True)
 class Chunk:
     """A retrievable passage. ``text == document_text[start:end]``."""
@@ -154,7 +159,7 @@ class Chunk:
 
     @property
     def embedding_text(self) -> str:
-        return f"{self.context}\n{self.text}" if self.context else self.text
+        return embedding_text(self.context, self.text)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -63,6 +64,12 @@ class Candidates:
     dense: list[tuple[int, float]]
     document_of: dict[int, int]
 
+    @cached_property
+    def passages(self) -> dict[int, list[int]]:
+        """Each document's chunks, best placed first (the second stage and the shown
+        order both use it)."""
+        return passage_order((self.bm25, self.dense), self.document_of)
+
 
 def _document_ranks(
     ranked: Sequence[tuple[int, float]], document_of: dict[int, int]
@@ -82,7 +89,7 @@ def diversified(
     then a second chunk of each in the same order; more of one document only when it is
     the only one found. A document's chunks are ordered by their best place in either
     list."""
-    chunks_of = passage_order((found.bm25, found.dense), found.document_of)
+    chunks_of = found.passages
     documents = [(d, s) for d, s in documents if d in chunks_of]
     per_document = MAX_PER_DOCUMENT if len(documents) > 1 else k
     out: list[tuple[int, float]] = []
@@ -192,7 +199,7 @@ class Retriever:
             self._token_cache.put_many(fresh)
             return states | fresh
 
-        chunks_of = passage_order((found.bm25, found.dense), found.document_of)
+        chunks_of = found.passages
         (query_tokens,) = token_vectors([query])
         return rerank(ranked, chunks_of, maxsim_scorer(query_tokens, chunk_tokens), params)
 

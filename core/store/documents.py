@@ -26,6 +26,7 @@ from core.records import (
     FileInfo,
     PageSpan,
     PreparedFile,
+    embedding_text,
 )
 from core.store import ocr as ocr_words
 from core.store.db import Database
@@ -270,9 +271,6 @@ class DocumentStore:
             if drop_chunks:
                 cur.execute("DELETE FROM chunks")
                 cur.execute("DELETE FROM document_text")
-                # A background re-embedding (core/reembed.py) has nothing left to switch.
-                cur.execute("DELETE FROM reembed")
-                cur.execute("DELETE FROM meta WHERE key IN ('reembed_model', 'reembed_dim')")
                 cur.execute(
                     "UPDATE documents SET state = 'pending', chunks = 0 WHERE state = 'indexed'"
                 )
@@ -368,7 +366,7 @@ class DocumentStore:
             )
             .fetchall()
         )
-        return [Unembedded(int(i), f"{ctx}\n{text}" if ctx else text) for i, ctx, text in rows]
+        return [Unembedded(int(i), embedding_text(ctx, text)) for i, ctx, text in rows]
 
     def set_embeddings(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> np.ndarray:
         """Store the embeddings of chunks written without one; returns the ids actually

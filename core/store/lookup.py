@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core.records import Hit, SearchFilters
+from core.records import Hit, SearchFilters, embedding_text
 from core.store.db import Database
 from core.store.vectors import blobs_to_matrix
 
@@ -145,4 +145,4 @@ def embedding_texts(db: Database, chunk_ids: Sequence[int]) -> dict[int, str]:
         .execute(f"SELECT id, context, text FROM chunks WHERE id IN ({id_list(chunk_ids)})")
         .fetchall()
     )
-    return {int(r[0]): f"{r[1]}\n{r[2]}" if r[1] else str(r[2]) for r in rows}
+    return {int(r[0]): embedding_text(r[1], r[2]) for r in rows}

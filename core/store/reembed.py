@@ -12,8 +12,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator, Sequence
 
+import duckdb
 import numpy as np
 
+from core.records import embedding_text
 from core.store.db import Database
 from core.store.documents import Unembedded
 from core.store.vectors import READ_BATCH, blobs_to_matrix
@@ -22,6 +24,12 @@ from core.store.vectors import READ_BATCH, blobs_to_matrix
 # vector size (once its first batch is stored).
 TARGET_KEY = "reembed_model"
 TARGET_DIM_KEY = "reembed_dim"
+
+
+def _clear(cur: duckdb.DuckDBPyConnection) -> None:
+    """No migration pending: the stored vectors and the target go."""
+    cur.execute("DELETE FROM reembed")
+    cur.execute("DELETE FROM meta WHERE key IN (?, ?)", [TARGET_KEY, TARGET_DIM_KEY])
 
 
 class ReembedStore:
@@ -40,8 +48,7 @@ class ReembedStore:
         if self.target() == model_id:
             return
         with self.db.transaction() as cur:
-            cur.execute("DELETE FROM reembed")
-            cur.execute("DELETE FROM meta WHERE key = ?", [TARGET_DIM_KEY])
+            _clear(cur)
             self.db.set_meta(TARGET_KEY, model_id, cur)
 
     def cancel(self) -> None:
@@ -49,8 +56,7 @@ class ReembedStore:
         if self.target() is None and not self._has_rows():
             return
         with self.db.transaction() as cur:
-            cur.execute("DELETE FROM reembed")
-            cur.execute("DELETE FROM meta WHERE key IN (?, ?)", [TARGET_KEY, TARGET_DIM_KEY])
+            _clear(cur)
 
     def _has_rows(self) -> bool:
         return self.db.cursor().execute("SELECT 1 FROM reembed LIMIT 1").fetchone() is not None
@@ -70,7 +76,7 @@ class ReembedStore:
             )
             .fetchall()
         )
-        return [Unembedded(int(i), f"{ctx}\n{text}" if ctx else text) for i, ctx, text in rows]
+        return [Unembedded(int(i), embedding_text(ctx, text)) for i, ctx, text in rows]
 
     def save(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> None:
         """Store new-model vectors; a chunk deleted meanwhile is skipped."""
@@ -155,8 +161,7 @@ class ReembedStore:
                 "UPDATE documents SET index_config = ? WHERE index_config = ?",
                 [new_config, old_config],
             )
-            cur.execute("DELETE FROM reembed")
-            cur.execute("DELETE FROM meta WHERE key IN (?, ?)", [TARGET_KEY, TARGET_DIM_KEY])
+            _clear(cur)
             for key, value in meta.items():
                 self.db.set_meta(key, value, cur)
         return True
