@@ -40,7 +40,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.synthetic_library import percentile, train_queries
 from core.records import SearchFilters
 from core.store.db import Database, scalar
-from core.store.keyword import BM25_B, BM25_K1, KeywordIndex, fts_pragma
+from core.store.keyword import (
+    BM25_B,
+    BM25_K1,
+    KeywordIndex,
+    fts_pragma,
+    query_stems_sql,
+    snapshot_rows_sql,
+)
 from core.store.lookup import filter_clause
 from core.text import split_sentences
 
@@ -176,9 +183,8 @@ def build_legacy(db: Database, kw: KeywordIndex, path: Path) -> None:
         log(f"building the legacy fts index (watermark {watermark})")
         for name, where in (("lg_base", "id <= ?"), ("lg_delta", "id > ?")):
             cur.execute(
-                f"CREATE OR REPLACE TABLE {name} AS SELECT id AS chunk_id, "
-                f"coalesce(context, '') || chr(10) || text AS body "
-                f'FROM "{db.catalog}".main.chunks WHERE {where}',
+                f"CREATE OR REPLACE TABLE {name} AS "
+                + snapshot_rows_sql(f'"{db.catalog}".main.chunks', where),
                 [watermark],
             )
             cur.execute(fts_pragma(name))
@@ -224,7 +230,7 @@ def legacy_search(
     )
     stats = " UNION ALL ".join(f"SELECT num_docs, avgdl FROM {s}.stats" for s in schemas)
     sql = f"""
-        WITH q AS (SELECT DISTINCT stem(unnest({schemas[0]}.tokenize(?)), 'porter') AS t),
+        WITH q AS ({query_stems_sql(schemas[0])}),
         hits AS ({hits}),
         dfs AS (SELECT term, sum(df) AS df FROM ({dfs}) GROUP BY term),
         stats AS (

@@ -24,6 +24,7 @@ from core.errors import ConfigError, LecternError
 from core.generation.citations import REFUSAL
 from core.generation.extractive import EXTRACTIVE_NOTE
 from core.generation.llm import ModelInfo, PullProgress, make_client
+from core.llm_rerank import rerank_note
 from core.records import Citation
 
 if TYPE_CHECKING:
@@ -231,6 +232,9 @@ def _print_done(done: Any, streamed: str, out: TextIO) -> None:
     lines = citation_lines(done.citations)
     if lines:
         out.write("\nSources:\n" + "\n".join(lines) + "\n")
+    reordered = done.timings.get("llm_rerank_s")
+    if reordered is not None:
+        out.write(f"({rerank_note(done.model, reordered)})\n")
     if done.conversation_id is not None:
         out.write(
             f"\n(conversation {done.conversation_id}: continue with --conversation {done.conversation_id})\n"

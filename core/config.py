@@ -113,6 +113,9 @@ class Settings:
     # Hybrid search re-scores its top documents by late interaction (core/rerank.py):
     # their passages are encoded again at query time, a fraction of a second.
     rerank: bool = True
+    # An answer's candidate sources are put in order by the LLM itself first
+    # (core/llm_rerank.py): seconds before the answer starts, so off unless asked for.
+    llm_rerank: bool = False
     # One of core.embedding.MODELS; changing it re-embeds the library (never mixed).
     embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     chunk_overlap_sentences: int = 0

@@ -173,6 +173,8 @@ def evaluate(
         # A scratch index built with another model switches to this one in the background
         # (core/reembed.py); the run must not search with the old one meanwhile.
         library.wait_for_model_switch()
+        # Nor with a keyword index still being rebuilt in another format.
+        library.wait_for_keyword_rebuild()
         index_s = time.monotonic() - started
         stats = library.status()
         results: dict[str, dict[str, float]] = {}
@@ -210,9 +212,9 @@ def evaluate(
 
 def configuration(settings: Settings) -> dict[str, object]:
     """What produced a run's figures: the model, the fusion and its constants."""
-    from core.fusion import FusionParams
+    from core.fusion import fusion_params
 
-    params = FusionParams(depth=settings.candidates)
+    params = fusion_params(settings.embedding_model, settings.candidates)
     config: dict[str, object] = {
         "embedding_model": settings.embedding_model,
         "fusion": settings.fusion,

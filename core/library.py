@@ -23,6 +23,7 @@ from core.chunking import Chunker
 from core.config import Settings, load_settings
 from core.embedding import MODELS, Embedder, WordPieceCounter, load_embedder
 from core.errors import DiskFullError, LecternError
+from core.fusion import fusion_params
 from core.indexer import Controls, Indexer, ProgressCallback
 from core.ingest.ocr import OcrOptions
 from core.ingest.sandbox import ParserPool
@@ -250,6 +251,7 @@ class Library:
                     candidates=self.settings.candidates,
                     rrf_k=self.settings.rrf_k,
                     fusion=self.settings.fusion,
+                    params=fusion_params(embedder.model_id, self.settings.candidates),
                     second_stage=RerankParams() if self.settings.rerank else None,
                 )
             return self._retriever
@@ -393,6 +395,11 @@ class Library:
         if self._reembedding is None:
             return False
         return self._reembedding.wait(timeout)
+
+    def wait_for_keyword_rebuild(self) -> None:
+        """Wait until a keyword index being rebuilt in the background (after an upgrade
+        of its format, or damage) is switched in."""
+        self.keyword.wait_for_merge()
 
     # --- folders --------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ from core.generation.prompt import (
     rewrite_messages,
 )
 from core.library import Library
+from core.llm_rerank import LLM_RERANK_CANDIDATES, llm_order
 from core.records import Citation, Hit, Scope, Turn
 from core.store.conversations import ConversationStore
 from core.text import content_words
@@ -430,10 +431,14 @@ def _ask(
     if history:
         q.standalone, llm_down = _make_standalone(q, history, client, model)
 
-    # 2. Retrieve.
-    hits = yield from _retrieve(q, k)
+    # 2. Retrieve; with llm_rerank on, more candidates, which the model puts in order.
+    reorder = client is not None and llm_down is None and library.settings.llm_rerank
+    hits = yield from _retrieve(q, max(k, LLM_RERANK_CANDIDATES) if reorder else k)
     if hits is None:
         return
+    if reorder and client is not None and hits and not q.cancelled:
+        hits, llm_down = _llm_reorder(q, client, model, hits)
+    hits = hits[:k]
     if not hits:
         yield SourcesEvent((), q.standalone)
         q.run.warnings.append(_nothing_found(q.library, q.scope))
@@ -552,6 +557,38 @@ def _retrieve(q: _Question, k: int) -> Generator[Event, None, list[Hit] | None]:
         return None
     q.run.mark("retrieval_s", t)
     return hits
+
+
+def _llm_reorder(
+    q: _Question, client: LLMClient, model: str, hits: list[Hit]
+) -> tuple[list[Hit], LLMError | None]:
+    """The candidates in the order the model puts them (core/llm_rerank.py), and the
+    error when the server is down or lacks the model (the answer is then extractive, from
+    the candidates in search order)."""
+    try:
+        order = llm_order(client, model, q.standalone, hits, cancel=q.cancel)
+    except (LLMUnavailableError, LLMTimeoutError, ModelNotFoundError) as exc:
+        return hits, exc
+    except LLMError as exc:
+        q.run.warnings.append(
+            _warning(
+                "rerank_failed",
+                f"{model} could not put the sources in order ({exc.message}), so they are "
+                "in search order.",
+            )
+        )
+        return hits, None
+    q.run.timings["llm_rerank_s"] = order.seconds
+    if not order.understood:
+        q.run.warnings.append(
+            _warning(
+                "rerank_unread",
+                f"{model} did not answer with passage numbers when asked to order the "
+                "sources, so they are in search order. A larger model may do better, or turn "
+                'off "Let the language model put them in order" in Settings.',
+            )
+        )
+    return list(order.hits), None
 
 
 def _fit(

@@ -5,7 +5,8 @@ Candidates are counted in *documents*: each list fetches enough chunks to reach
 ``candidates`` distinct documents (a long document can fill 50 chunk places on its own).
 core/fusion.py fuses the two lists at document level, score-aware and weighted per query.
 In hybrid mode core/rerank.py then re-scores the top documents by late interaction
-(MaxSim over the model's word-piece states), where the model offers them. The user sees
+(MaxSim over the model's word-piece states), where the model offers them. A hybrid
+question written in a script the model never learned is answered by keyword alone. The user sees
 the best chunks of each document in that order, a document taking at most two of the top
 places (the second only after every other document's first) unless it is the only one
 that matches.
@@ -21,7 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
-from core.embedding import Embedder, embed_queries
+from core.embedding import Embedder, embed_queries, reads_script_of
 from core.errors import LecternError
 from core.fusion import FusionParams, best_per_document, fuse
 from core.records import Hit, SearchFilters
@@ -177,6 +178,13 @@ class Retriever:
         query = query.strip()
         if not query:
             return []
+        if mode == "hybrid" and not reads_script_of(self.embedder.model_id, query):
+            # A question in a script the model never learned (Russian for English-only
+            # MiniLM) gets meaning lists that are noise, and fusing them drags the keyword
+            # list down; they are asked only when no passage holds the question's words.
+            found = self.candidate_lists(query, "bm25", filters)
+            if found.bm25:
+                return self._hits(diversified(self.rank_documents(found, "bm25"), found, k), found)
         found = self.candidate_lists(query, mode, filters)
         ranked = self.rank_documents(found, mode)
         if mode == "hybrid" and self.second_stage is not None:

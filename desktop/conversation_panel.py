@@ -827,6 +827,8 @@ class ConversationPanel(QFrame):
             turn.citations = [CitationView.from_citation(c, turn.sources) for c in event.citations]
             turn.warnings = [(w.kind, w.message) for w in event.warnings]
             turn.missing_model = missing_model(event.warnings)
+            reordered = event.timings.get("llm_rerank_s")
+            turn.reordered_s = float(reordered) if reordered is not None else None
             turn.turn_id = event.turn_id
             turn.streaming = False
             if event.conversation_id is not None and self.conversation_id is None:

@@ -8,10 +8,12 @@ from typing import Any
 
 from core.config import Settings
 from core.generation.pull import byte_size
+from core.llm_rerank import LLM_RERANK_CANDIDATES
 from core.throttle import IDLE_THRESHOLD, Throttle, cpu_cores
 from desktop.backend import Backend
 from desktop.model_probe import LLMStatus, llm_address, model_matches, probe_llm
 from desktop.qt import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -191,6 +193,14 @@ class SettingsDialog(QDialog):
             "model with a larger context window and takes longer."
         )
         form2.addRow("Sources per answer", self.top_k)
+        self.llm_rerank = QCheckBox("Let the language model put them in order (slower)")
+        self.llm_rerank.setChecked(settings.llm_rerank)
+        self.llm_rerank.setToolTip(
+            f"Before answering, the model reads the {LLM_RERANK_CANDIDATES} best passages "
+            "search found and picks the most helpful. This can find a better source, but the "
+            "answer starts seconds later; each answer shows how long it took."
+        )
+        form2.addRow("", self.llm_rerank)
         self.theme_box = QComboBox()
         for key, label in APPEARANCES:
             self.theme_box.addItem(label, key)
@@ -275,6 +285,7 @@ class SettingsDialog(QDialog):
             llm_model=self.model_name() or self.backend.settings.llm_model,
             llm_api_key=self.api_key.text().strip(),
             top_k=int(self.top_k.value()),
+            llm_rerank=self.llm_rerank.isChecked(),
             index_when=str(self.index_when.currentData()),
             index_cpu_share=int(self.cpu_share.value()),
         )

@@ -241,6 +241,8 @@ class TurnWidget(QFrame):
                 f"Answer{' · ' + turn.model if turn.model else ''}",
                 palette.accent,
             )
+            if turn.reordered_s is not None:
+                text += f" · sources put in order in {turn.reordered_s:.1f} s"
         elif turn.mode == "extractive":
             name, text, color = (
                 "book",

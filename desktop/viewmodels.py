@@ -175,6 +175,7 @@ class TurnView:
     streaming: bool = False
     turn_id: int | None = None
     missing_model: str = ""  # the model a "model_missing" warning offers to download
+    reordered_s: float | None = None  # seconds the model took to put the sources in order
 
     @property
     def cited_numbers(self) -> set[int]:

@@ -27,7 +27,13 @@ from desktop.main_window import MainWindow
 from desktop.theme import Theme
 from desktop.turn_view import TurnWidget
 from tests.conftest import SAMPLE_DOCS
-from tests.fake_ollama import FakeOllama, first_sentence, sources_in, unused_port
+from tests.fake_ollama import (
+    FakeOllama,
+    default_answer,
+    first_sentence,
+    sources_in,
+    unused_port,
+)
 
 # the window over a real library: model loading and indexing: not in `make test-fast`.
 pytestmark = pytest.mark.slow
@@ -496,6 +502,35 @@ def test_settings_list_models_from_the_server_and_save(
 
     saved = load_settings(window.backend.settings.home)
     assert saved.llm_model == "qwen2.5:3b" and saved.top_k == 4
+
+
+def test_the_model_can_be_asked_to_order_sources_and_the_wait_is_shown(
+    qtbot: object,
+    open_window: Callable[..., MainWindow],
+    fake_ollama: FakeOllama,
+    indexed: tuple[Path, Path],
+) -> None:
+    """Off by default; switched on in Settings, each answer's badge says how long the
+    model took to put the sources in order."""
+    window = open_window(url=fake_ollama.url, copy_from=indexed[0])
+    dialog = window.open_settings()
+    assert not dialog.llm_rerank.isChecked()
+    dialog.llm_rerank.setChecked(True)
+    dialog.accept()
+    assert window.backend.settings.llm_rerank
+    from core.config import load_settings
+
+    assert load_settings(window.backend.settings.home).llm_rerank
+
+    def reply(messages: list[dict[str, object]]) -> str:
+        if "You rank passages" in str(messages[0].get("content", "")):
+            return "2, 1"
+        return default_answer(messages)
+
+    fake_ollama.answer = reply
+    turn = ask(qtbot, window, "How much is mileage reimbursed per km?")
+    assert turn.turn.mode == "generated" and turn.turn.reordered_s is not None
+    assert "sources put in order in" in turn.badge.text()
 
 
 def test_first_run_guidance_when_ollama_has_no_model(

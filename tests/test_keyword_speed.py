@@ -22,7 +22,7 @@ import core.store.keyword as keyword_module
 from bench.keyword_scale import legacy_search
 from core.records import SearchFilters
 from core.store.db import Database
-from core.store.keyword import KeywordIndex, fts_pragma
+from core.store.keyword import KeywordIndex, fts_pragma, snapshot_rows_sql
 from core.text import split_sentences
 
 CHUNKS_PER_DOC = 12
@@ -108,9 +108,7 @@ def build_reference(db: Database, watermark: int, base_from: str = "") -> None:
         ("ref_delta", live, "id > ?"),
     ):
         cur.execute(
-            f"CREATE OR REPLACE TABLE {name} AS SELECT id AS chunk_id, "
-            f"coalesce(context, '') || chr(10) || text AS body FROM {source} WHERE {where}",
-            [watermark],
+            f"CREATE OR REPLACE TABLE {name} AS " + snapshot_rows_sql(source, where), [watermark]
         )
         if cur.execute(f"SELECT count(*) FROM {name}").fetchone()[0]:  # type: ignore[index]
             cur.execute(fts_pragma(name))

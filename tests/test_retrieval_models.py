@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 
 from core.config import Settings
-from core.embedding import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID, load_embedder
+from core.embedding import (
+    DEFAULT_MODEL_ID,
+    MULTILINGUAL_MODEL_ID,
+    load_embedder,
+    reads_script_of,
+)
 from core.errors import ModelLoadError
 from core.library import Library
 from tests.helpers import write_files
@@ -67,3 +72,42 @@ def test_an_unknown_model_is_refused_with_the_choices() -> None:
     with pytest.raises(ModelLoadError) as caught:
         load_embedder("some/other-model")
     assert MULTILINGUAL_MODEL_ID in (caught.value.hint or "")
+
+
+def test_scripts_a_model_reads() -> None:
+    assert reads_script_of(DEFAULT_MODEL_ID, "How deep is Lake Baikal? (1,642 m)")
+    assert reads_script_of(DEFAULT_MODEL_ID, "Wie tief ist der Baikalsee, über 1600 Meter?")
+    assert not reads_script_of(DEFAULT_MODEL_ID, "Какое озеро самое глубокое?")
+    assert reads_script_of(DEFAULT_MODEL_ID, "Lake Байкал depth")  # mostly Latin letters
+    assert reads_script_of(DEFAULT_MODEL_ID, "2024-05-01 / 17")  # no letters at all
+    assert reads_script_of(MULTILINGUAL_MODEL_ID, "Какое озеро самое глубокое?")
+
+
+def test_english_model_answers_a_russian_question_by_keyword(
+    tmp_path: Path, lectern_home: Path, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MiniLM's meaning lists for a Russian question are noise: hybrid is the keyword list
+    (other inflections of its words found by Russian stemming), and the meaning lists are
+    asked only when no passage holds the question's words."""
+    folder = _folder(tmp_path)
+    asked: list[str] = []
+    real = embedder.embed_query
+
+    def counting(texts: list[str]) -> np.ndarray:
+        asked.extend(texts)
+        return real(texts)
+
+    with Library(Settings(home=lectern_home)) as library:
+        library.index([folder])
+        monkeypatch.setattr(embedder, "embed_query", counting)
+        question = "Когда ежа клонит в спячку?"
+        hybrid = library.search(question, mode="hybrid")
+        assert [h.chunk_id for h in hybrid] == [
+            h.chunk_id for h in library.search(question, mode="bm25")
+        ]
+        assert Path(hybrid[0].path).name == "hedgehog.md"
+        assert question not in asked
+        paraphrase = "Чем заняты колючие звери холодами?"  # no word of it in any passage
+        assert library.search(paraphrase, mode="bm25") == []
+        assert library.search(paraphrase, mode="hybrid")
+        assert paraphrase in asked

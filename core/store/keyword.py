@@ -83,6 +83,22 @@ DELTA_NAMES = ("kw_delta_a", "kw_delta_b")
 # a-z, so Russian, Greek, Arabic or CJK text was not keyword-searchable at all). A change
 # here needs a rebuilt keyword index: it goes with CHUNKER_VERSION in core/chunking.py.
 IGNORE_PATTERN = r"(\\.|[^\p{L}\p{N}])+"
+# fts's one stemmer (Porter, for English) leaves other scripts' words as they are, so a
+# Russian "ёжики" never met "ежей". Words written wholly in one of these scripts are
+# stemmed by its language's Snowball stemmer before fts sees them (porter then leaves
+# the stem alone: its rules are a-z). Stemming comes before fts strips accents, which
+# would turn "й" into "и" and matras into nothing under the stemmer's feet. Latin-script
+# languages other than English would need a language guess per passage and per query,
+# so they keep Porter. A change here needs a rebuilt keyword index: bump FORMAT.
+SCRIPT_STEMMERS = (
+    ("Cyrillic", "russian"),
+    ("Greek", "greek"),
+    ("Arabic", "arabic"),
+    ("Devanagari", "hindi"),
+    ("Tamil", "tamil"),
+)
+# IGNORE_PATTERN keeping combining marks inside words (fts strips them after this split).
+WORD_SPLIT_PATTERN = r"(\\.|[^\p{L}\p{N}\p{M}])+"
 MERGE_FRACTION = 0.10
 MERGE_MIN_CHUNKS = 2_000
 # Chosen on SciFact *train* (bench: a grid over k1 in 0.7-1.5 and b in 0.4-0.75):
@@ -91,9 +107,10 @@ MERGE_MIN_CHUNKS = 2_000
 # the two. Short passages (abstracts, chunks) want little length normalisation.
 BM25_K1 = 0.9
 BM25_B = 0.4
-# The layout of a snapshot (fts dict/docs/stats plus packed postings, no ``terms``). A
-# keyword file written in another layout is rebuilt in the background at open.
-FORMAT = "postings-2"
+# The layout of a snapshot (fts dict/docs/stats plus packed postings, no ``terms``, words
+# of SCRIPT_STEMMERS' scripts stemmed). A keyword file written in another layout is
+# rebuilt in the background at open.
+FORMAT = "postings-3"
 # Postings are derived from fts's ``terms`` in termid ranges of about this many rows, so
 # a rebuild holds tens of megabytes, not the whole index, in memory.
 POSTINGS_BATCH_ROWS = 2_000_000
@@ -203,6 +220,40 @@ def _schema(table: str) -> str:
 
 def _postings(table: str) -> str:
     return f"{ALIAS}.{table}_postings"
+
+
+def script_stems_sql(column: str) -> str:
+    """SQL for ``column``'s text with each word written wholly in one of SCRIPT_STEMMERS'
+    scripts replaced by its stem (lower-cased, words joined by spaces); other text, and
+    any all-ASCII text, is left as it is for fts. Documents and queries both go through
+    it, so a Russian question meets its passage's other inflections."""
+    cases = " ".join(
+        f"WHEN regexp_full_match(w, '[\\p{{{script}}}\\p{{M}}]+') THEN stem(w, '{stemmer}')"
+        for script, stemmer in SCRIPT_STEMMERS
+    )
+    return (
+        f"CASE WHEN strlen({column}) = length({column}) THEN {column} "
+        f"ELSE array_to_string(list_transform(string_split_regex(lower({column}), "
+        f"'{WORD_SPLIT_PATTERN}'), w -> CASE {cases} ELSE w END), ' ') END"
+    )
+
+
+def snapshot_rows_sql(chunks_table: str, where: str) -> str:
+    """SQL for the (chunk_id, body) rows a snapshot indexes: each chunk's context line and
+    text, as fts is to read them."""
+    return (
+        f"SELECT chunk_id, {script_stems_sql('raw')} AS body FROM (SELECT id AS chunk_id, "
+        f"coalesce(context, '') || chr(10) || text AS raw FROM {chunks_table} WHERE {where})"
+    )
+
+
+def query_stems_sql(fts_schema: str) -> str:
+    """SQL for the distinct terms of the query ``?`` as ``fts_schema``'s index holds a
+    document's words."""
+    return (
+        f"SELECT DISTINCT stem(unnest({fts_schema}.tokenize({script_stems_sql('q')})), "
+        "'porter') AS t FROM (SELECT ?::VARCHAR AS q)"
+    )
 
 
 def fts_pragma(table: str) -> str:
@@ -562,9 +613,8 @@ class KeywordIndex:
     ) -> None:
         self._drop(cur, name)
         cur.execute(
-            f"CREATE TABLE {name} AS SELECT id AS chunk_id, "
-            f"coalesce(context, '') || chr(10) || text AS body "
-            f'FROM "{self.db.catalog}".main.chunks WHERE {where}',
+            f"CREATE TABLE {name} AS "
+            + snapshot_rows_sql(f'"{self.db.catalog}".main.chunks', where),
             params,
         )
         if scalar(cur, f"SELECT count(*) FROM {name}"):
@@ -838,7 +888,7 @@ class KeywordIndex:
             return [
                 r[0]
                 for r in cur.execute(
-                    f"SELECT DISTINCT stem(unnest({_schema(snapshot)}.tokenize(?)), 'porter')",
+                    query_stems_sql(_schema(snapshot)),
                     [query],
                 ).fetchall()
                 if r[0]
