@@ -45,7 +45,7 @@ from core.store.keyword import (
     BM25_K1,
     KeywordIndex,
     fts_pragma,
-    query_stems_sql,
+    query_terms_sql,
     snapshot_rows_sql,
 )
 from core.store.lookup import filter_clause
@@ -230,7 +230,7 @@ def legacy_search(
     )
     stats = " UNION ALL ".join(f"SELECT num_docs, avgdl FROM {s}.stats" for s in schemas)
     sql = f"""
-        WITH q AS ({query_stems_sql(schemas[0])}),
+        WITH q AS ({query_terms_sql()}),
         hits AS ({hits}),
         dfs AS (SELECT term, sum(df) AS df FROM ({dfs}) GROUP BY term),
         stats AS (

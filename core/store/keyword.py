@@ -87,9 +87,8 @@ IGNORE_PATTERN = r"(\\.|[^\p{L}\p{N}])+"
 # Russian "ёжики" never met "ежей". Words written wholly in one of these scripts are
 # stemmed by its language's Snowball stemmer before fts sees them (porter then leaves
 # the stem alone: its rules are a-z). Stemming comes before fts strips accents, which
-# would turn "й" into "и" and matras into nothing under the stemmer's feet. Latin-script
-# languages other than English would need a language guess per passage and per query,
-# so they keep Porter. A change here needs a rebuilt keyword index: bump FORMAT.
+# would turn "й" into "и" and matras into nothing under the stemmer's feet. A change here
+# or in LANGUAGE_MARKERS needs a rebuilt keyword index: bump FORMAT.
 SCRIPT_STEMMERS = (
     ("Cyrillic", "russian"),
     ("Greek", "greek"),
@@ -97,8 +96,59 @@ SCRIPT_STEMMERS = (
     ("Devanagari", "hindi"),
     ("Tamil", "tamil"),
 )
+# Latin-script languages share one script, so a passage's language is guessed from its
+# commonest words: the language (a Snowball stemmer's name) with the most of its markers
+# among the passage's words, at least two, English winning ties ("" keeps Porter). Words
+# that are just as common in English ("die", "in", "a", "plus", "per", "door", ...) are
+# left out. Only text with a non-ASCII character is guessed (German, French, Spanish
+# or Swedish prose has its umlauts and accents within a few words): an all-ASCII passage
+# keeps Porter, and an English library builds exactly as before.
+LANGUAGE_MARKERS: tuple[tuple[str, str], ...] = (
+    (
+        "",
+        "the and of to is that with for was are this be by from which have not or it on "
+        "as at an were has been their they we these can",
+    ),
+    (
+        "german",
+        "der das und ist nicht ein eine zu den von mit sich des auf für im dem auch es "
+        "als wie bei oder aus nach wird werden sind hat haben noch nur um über wenn kann "
+        "sie ich",
+    ),
+    (
+        "french",
+        "le la les et des est une un du dans pour que qui pas sur au avec ce il sont par "
+        "ne se ou mais leur cette été aux",
+    ),
+    (
+        "spanish",
+        "el la los las y de que en del se por un una es con para al lo como más pero sus "
+        "le ya o este sí porque esta entre cuando muy sin sobre también",
+    ),
+    (
+        "italian",
+        "il di che la e un una non con del della sono le dei si gli nel alla anche più "
+        "ma ha questo essere lo tra dalla delle",
+    ),
+    (
+        "portuguese",
+        "o os de que e da em um uma para com não por mais dos das se na ao mas foi ele "
+        "ela sua seu são também",
+    ),
+    (
+        "dutch",
+        "de het een en van dat op te zijn niet met voor die er aan ook als bij maar om "
+        "dan nog wordt naar worden geen",
+    ),
+    (
+        "swedish",
+        "och att det som en på är av för med den har de inte om ett var jag sig så från "
+        "när kan vi eller också",
+    ),
+)
 # IGNORE_PATTERN keeping combining marks inside words (fts strips them after this split).
 WORD_SPLIT_PATTERN = r"(\\.|[^\p{L}\p{N}\p{M}])+"
+_LATIN_WORD = r"[\p{Latin}\p{M}]+"
 MERGE_FRACTION = 0.10
 MERGE_MIN_CHUNKS = 2_000
 # Chosen on SciFact *train* (bench: a grid over k1 in 0.7-1.5 and b in 0.4-0.75):
@@ -108,9 +158,9 @@ MERGE_MIN_CHUNKS = 2_000
 BM25_K1 = 0.9
 BM25_B = 0.4
 # The layout of a snapshot (fts dict/docs/stats plus packed postings, no ``terms``, words
-# of SCRIPT_STEMMERS' scripts stemmed). A keyword file written in another layout is
-# rebuilt in the background at open.
-FORMAT = "postings-3"
+# of SCRIPT_STEMMERS' scripts and LANGUAGE_MARKERS' languages stemmed, the languages it
+# holds). A keyword file written in another layout is rebuilt in the background at open.
+FORMAT = "postings-4"
 # Postings are derived from fts's ``terms`` in termid ranges of about this many rows, so
 # a rebuild holds tens of megabytes, not the whole index, in memory.
 POSTINGS_BATCH_ROWS = 2_000_000
@@ -194,6 +244,7 @@ class _Snapshot:
     term_hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     term_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     term_dfs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    languages: tuple[str, ...] = ()  # Latin-script languages its passages were stemmed as
 
     def lookup(self, term: str) -> tuple[int, int] | None:
         """(termid, df) of ``term``, None when no chunk of this snapshot holds it."""
@@ -222,37 +273,64 @@ def _postings(table: str) -> str:
     return f"{ALIAS}.{table}_postings"
 
 
-def script_stems_sql(column: str) -> str:
-    """SQL for ``column``'s text with each word written wholly in one of SCRIPT_STEMMERS'
-    scripts replaced by its stem (lower-cased, words joined by spaces); other text, and
-    any all-ASCII text, is left as it is for fts. Documents and queries both go through
-    it, so a Russian question meets its passage's other inflections."""
-    cases = " ".join(
-        f"WHEN regexp_full_match(w, '[\\p{{{script}}}\\p{{M}}]+') THEN stem(w, '{stemmer}')"
+def _script_cases(word: str) -> str:
+    return " ".join(
+        f"WHEN regexp_full_match({word}, '[\\p{{{script}}}\\p{{M}}]+') THEN stem({word}, '{stemmer}')"
         for script, stemmer in SCRIPT_STEMMERS
     )
-    return (
-        f"CASE WHEN strlen({column}) = length({column}) THEN {column} "
-        f"ELSE array_to_string(list_transform(string_split_regex(lower({column}), "
-        f"'{WORD_SPLIT_PATTERN}'), w -> CASE {cases} ELSE w END), ' ') END"
-    )
+
+
+def _sql_list(words: str) -> str:
+    return "[" + ", ".join(f"'{w}'" for w in words.split()) + "]"
 
 
 def snapshot_rows_sql(chunks_table: str, where: str) -> str:
-    """SQL for the (chunk_id, body) rows a snapshot indexes: each chunk's context line and
-    text, as fts is to read them."""
+    """SQL for the (chunk_id, body, lang) rows a snapshot indexes: each chunk's context
+    line and text as fts is to read it, and the Latin-script language it was stemmed as
+    ("" for Porter alone). Text with a non-ASCII character is split into lower-cased
+    words, each word of SCRIPT_STEMMERS' scripts replaced by its stem and, in a passage
+    of a LANGUAGE_MARKERS language, each Latin-script word by its stem in that language;
+    all-ASCII text goes to fts as it is."""
+    counts = ", ".join(
+        f"len(list_intersect(words, {_sql_list(markers)}))" for _, markers in LANGUAGE_MARKERS
+    )
+    names = ", ".join(f"'{name}'" for name, _ in LANGUAGE_MARKERS)
     return (
-        f"SELECT chunk_id, {script_stems_sql('raw')} AS body FROM (SELECT id AS chunk_id, "
-        f"coalesce(context, '') || chr(10) || text AS raw FROM {chunks_table} WHERE {where})"
+        f"SELECT chunk_id, CASE WHEN words IS NULL THEN raw ELSE array_to_string("
+        f"list_transform(words, w -> CASE {_script_cases('w')} WHEN lang <> '' AND "
+        f"regexp_full_match(w, '{_LATIN_WORD}') THEN stem(w, lang) ELSE w END), ' ') END "
+        "AS body, lang FROM ("
+        "SELECT chunk_id, raw, words, CASE WHEN words IS NULL OR list_max(counts) < 2 "
+        f"THEN '' ELSE [{names}][list_position(counts, list_max(counts))] END AS lang FROM ("
+        f"SELECT chunk_id, raw, words, [{counts}] AS counts FROM ("
+        "SELECT chunk_id, raw, CASE WHEN strlen(raw) = length(raw) THEN NULL ELSE "
+        f"string_split_regex(lower(raw), '{WORD_SPLIT_PATTERN}') END AS words FROM ("
+        "SELECT id AS chunk_id, coalesce(context, '') || chr(10) || text AS raw "
+        f"FROM {chunks_table} WHERE {where}))))"
     )
 
 
-def query_stems_sql(fts_schema: str) -> str:
-    """SQL for the distinct terms of the query ``?`` as ``fts_schema``'s index holds a
-    document's words."""
+def term_sql(word: str, language: str | None = None) -> str:
+    """SQL for the term the index holds for the lower-cased word ``word`` (an SQL
+    expression): its script's stem, or with ``language`` (an SQL expression naming a
+    Snowball stemmer) a Latin-script word's stem in that language (NULL for another
+    word), then what fts does to a word (accents stripped, Porter)."""
+    if language is None:
+        inner = f"CASE {_script_cases(word)} ELSE {word} END"
+    else:
+        inner = (
+            f"CASE WHEN regexp_full_match({word}, '{_LATIN_WORD}') "
+            f"THEN stem({word}, {language}) END"
+        )
+    return f"stem(lower(strip_accents({inner})), 'porter')"
+
+
+def query_terms_sql() -> str:
+    """SQL for the distinct terms of the query ``?`` without language variants, in one
+    statement (the reference searches of bench/keyword_scale.py and the tests)."""
     return (
-        f"SELECT DISTINCT stem(unnest({fts_schema}.tokenize({script_stems_sql('q')})), "
-        "'porter') AS t FROM (SELECT ?::VARCHAR AS q)"
+        f"SELECT DISTINCT {term_sql('w')} AS t FROM (SELECT unnest(string_split_regex("
+        f"lower(?), '{WORD_SPLIT_PATTERN}')) AS w) WHERE w <> ''"
     )
 
 
@@ -297,7 +375,7 @@ class KeywordIndex:
         # (snapshot stamp, termid) -> (docids, tfs), under _snapshots_lock.
         self._postings_cache: OrderedDict[tuple[str, int], _Postings] = OrderedDict()
         self._postings_cached_bytes = 0
-        self._stem_memo: dict[str, str] = {}
+        self._stem_memo: dict[tuple[str, str], str] = {}
         self._attach()
         self._check_format()
 
@@ -617,6 +695,11 @@ class KeywordIndex:
             + snapshot_rows_sql(f'"{self.db.catalog}".main.chunks', where),
             params,
         )
+        # The languages its passages were stemmed as: a query's words are looked up in
+        # each of them too (a German question meets German-stemmed passages).
+        cur.execute(
+            f"CREATE TABLE {name}_languages AS SELECT DISTINCT lang FROM {name} WHERE lang <> ''"
+        )
         if scalar(cur, f"SELECT count(*) FROM {name}"):
             cur.execute(fts_pragma(name))
             self._build_postings(cur, name)
@@ -712,6 +795,7 @@ class KeywordIndex:
             cur.execute(f"PRAGMA drop_fts_index('{name}')")
         cur.execute(f"DROP TABLE IF EXISTS {name}")
         cur.execute(f"DROP TABLE IF EXISTS {name}_postings")
+        cur.execute(f"DROP TABLE IF EXISTS {name}_languages")
 
     # --- query ------------------------------------------------------------------
 
@@ -768,6 +852,12 @@ class KeywordIndex:
         snapshot.term_ids = np.asarray(terms["termid"], dtype=np.int64)[order]
         snapshot.term_dfs = np.asarray(terms["df"], dtype=np.int64)[order]
         del terms
+        snapshot.languages = tuple(
+            sorted(
+                str(r[0])
+                for r in cur.execute(f"SELECT lang FROM {ALIAS}.{name}_languages").fetchall()
+            )
+        )
         with self._snapshots_lock:
             # Only the snapshots in use now stay cached (a base and a delta, briefly the
             # ones a switch replaced).
@@ -796,7 +886,8 @@ class KeywordIndex:
         snapshots = [self._snapshot(cur, name, stamp) for name, stamp in parts]
         # Two small queries, not one join: DuckDB plans the join of the tokenized query
         # with the dictionaries poorly (10 ms against 3), and a literal list prunes.
-        stems = self._stems(cur, query, parts[0][0])
+        languages = sorted({lang for snapshot in snapshots for lang in snapshot.languages})
+        stems = self._stems(cur, query, languages)
         if not stems:
             return none
         terms = self._lookup_terms(stems, snapshots)
@@ -881,31 +972,31 @@ class KeywordIndex:
                 self._postings_cached_bytes -= old.nbytes
         return out
 
-    def _stems(self, cur: duckdb.DuckDBPyConnection, query: str, snapshot: str) -> list[str]:
-        """The query's distinct stems, as fts stems a document's words."""
+    def _stems(
+        self, cur: duckdb.DuckDBPyConnection, query: str, languages: Sequence[str]
+    ) -> list[str]:
+        """The query's distinct terms as the index holds a document's words: each word's
+        own, and its stem in each language the index's passages were stemmed as (the
+        question's language is not guessed: a short one has too few words)."""
         words = ascii_tokens(query)
         if words is None:
-            return [
-                r[0]
-                for r in cur.execute(
-                    query_stems_sql(_schema(snapshot)),
-                    [query],
-                ).fetchall()
-                if r[0]
-            ]
+            split = f"SELECT unnest(string_split_regex(lower(?), '{WORD_SPLIT_PATTERN}'))"
+            words = [str(r[0]) for r in cur.execute(split, [query]).fetchall() if r[0]]
+        pairs = [(w, lang) for w in dict.fromkeys(words) for lang in ("", *languages)]
         memo = self._stem_memo
-        missing = sorted({w for w in words if w not in memo})
+        missing = [pair for pair in pairs if pair not in memo]
         if missing:
             # A literal list: a list parameter costs ~3 ms to bind.
-            values = ", ".join("('" + w.replace("'", "''") + "')" for w in missing)
+            values = ", ".join("('" + w.replace("'", "''") + f"', '{lang}')" for w, lang in missing)
             rows = cur.execute(
-                f"SELECT w, stem(w, 'porter') FROM (VALUES {values}) AS v(w)"
+                f"SELECT w, l, CASE WHEN l = '' THEN {term_sql('w')} ELSE {term_sql('w', 'l')} "
+                f"END FROM (VALUES {values}) AS v(w, l)"
             ).fetchall()
             if len(memo) + len(rows) > STEM_MEMO_MAX:
-                memo = {w: memo[w] for w in words if w in memo}
-            memo = {**memo, **{str(w): str(t) for w, t in rows}}
+                memo = {pair: memo[pair] for pair in pairs if pair in memo}
+            memo = {**memo, **{(str(w), str(lang)): str(t or "") for w, lang, t in rows}}
             self._stem_memo = memo
-        return [t for t in dict.fromkeys(memo[w] for w in words) if t]
+        return [t for t in dict.fromkeys(memo[pair] for pair in pairs) if t]
 
     @staticmethod
     def _lookup_terms(
