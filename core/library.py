@@ -87,6 +87,7 @@ class Library:
         self._model_lock = threading.Lock()
         self._gate = SwitchGate()
         self._reembedding: Reembedding | None = None
+        self._switch_paused = False  # the app paused indexing: a switch waits too
         self.db, notices = open_database(self.settings.db_path)
         # What was repaired at open, for the user to be told once (the CLI on standard
         # error, the app in its status bar); `lectern status` shows the recent ones.
@@ -326,6 +327,8 @@ class Library:
             self.indexer.throttle,
             batch_size=self.settings.embed_batch_size,
         )
+        if self._switch_paused:
+            self._reembedding.pause()
         self._reembedding.start()
 
     def _switch_model(self, embedder: Embedder) -> bool:
@@ -386,6 +389,17 @@ class Library:
             return self._reembedding.status()
         done, total = self.reembed_store.progress()
         return ReembedStatus(self._target_model, self._model_id, done, total, "stopped")
+
+    def pause_model_switch(self, paused: bool) -> None:
+        """Hold (True) or let go on (False) the re-embedding of a model change; the app's
+        Pause and Resume of indexing do this too; a switch started meanwhile starts held."""
+        self._switch_paused = paused
+        worker = self._reembedding
+        if worker is not None:
+            if paused:
+                worker.pause()
+            else:
+                worker.resume()
 
     def wait_for_model_switch(self, timeout: float | None = None) -> bool:
         """Wait until a change of model is switched to (True; at once when none is

@@ -105,7 +105,7 @@ class ReembedStatus:
     active: str  # the model search uses until then
     done: int  # live passages with a new-model vector
     total: int  # live passages
-    state: str  # loading | embedding | waiting | switching | failed | stopped
+    state: str  # loading | embedding | waiting | paused | switching | failed | stopped
     error: str = ""
     hint: str = ""
 
@@ -124,6 +124,8 @@ class ReembedStatus:
             line += " (continues while the app, `lectern watch` or `lectern index` runs)"
         elif self.state == "waiting":
             line += " (waiting: the computer is busy)"
+        elif self.state == "paused":
+            line += " (paused with indexing)"
         elif self.state == "switching":
             line += " (switching once indexing finishes)"
         return line
@@ -191,6 +193,14 @@ class Reembedding:
         if not self.switched.is_set() and self.state != "failed":
             self.state = "stopped"
 
+    def pause(self) -> None:
+        """Hold the worker before its next call into the model (indexing was paused: a
+        person who pauses wants the computer back, whatever is using it)."""
+        self.controls.pause()
+
+    def resume(self) -> None:
+        self.controls.resume()
+
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the worker to end; True when the library switched."""
         self.finished.wait(timeout)
@@ -199,7 +209,9 @@ class Reembedding:
     def status(self) -> ReembedStatus:
         done, total = self.store.progress()
         state = self.state
-        if state == "embedding" and self.throttle.waiting:
+        if state in ("loading", "embedding") and not self.controls.running.is_set():
+            state = "paused"
+        elif state == "embedding" and self.throttle.waiting:
             state = "waiting"
         error = self.error
         return ReembedStatus(
@@ -295,6 +307,7 @@ class Reembedding:
         parts = []
         for i, start in enumerate(starts):
             end = starts[i + 1] if i + 1 < len(starts) else len(texts)
+            self.controls.wait_if_paused()
             self.throttle.pace(self.controls)
             if self._cancelled():
                 return None

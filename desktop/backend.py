@@ -433,6 +433,8 @@ class Backend(QObject):
             job.paused = True
         if self.watcher is not None:
             self.watcher.pause()
+        if self.library is not None:
+            self.library.pause_model_switch(True)
         self.paused = True
         self.index_paused.emit(True)
 
@@ -446,6 +448,8 @@ class Backend(QObject):
             job.paused = False
         if self.watcher is not None:
             self.watcher.resume()
+        if self.library is not None:
+            self.library.pause_model_switch(False)
         self.paused = False
         self.index_paused.emit(False)
 

@@ -209,6 +209,22 @@ class LibraryPanel(QFrame):
         self.summary.setWordWrap(True)
         self.summary.hide()
         layout.addWidget(self.summary)
+        # A change of embedding model re-embeds in the background with no indexing card
+        # to pause it from: Pause here holds it as Pause indexing does.
+        self.switch_button = QPushButton("Pause", objectName="secondaryButton")
+        self.switch_button.setToolTip(
+            "Pause re-embedding for the new model (search keeps using the current one)"
+        )
+        self.switch_button.setAccessibleName("Pause switching the embedding model")
+        self.switch_button.clicked.connect(self._toggle_switch)
+        self.switch_button.hide()
+        switch_row = QHBoxLayout()
+        # In line with the summary's text above it (its style sheet pads it), and clear
+        # of the Conversations rule below.
+        switch_row.setContentsMargins(11, 0, 0, 8)
+        switch_row.addWidget(self.switch_button)
+        switch_row.addStretch(1)
+        layout.addLayout(switch_row)
 
         backend.library_changed.connect(self.set_snapshot)
         backend.index_started.connect(self._index_started)
@@ -324,7 +340,31 @@ class LibraryPanel(QFrame):
                 + (f" · {waiting} found by keyword only until embedded" if waiting else "")
                 + (f"\n{snapshot.switching}" if snapshot.switching else "")
             )
-        self.summary.setVisible(has and not self.progress_card.isVisible())
+        self._set_summary_visible(has and not self.progress_card.isVisible())
+
+    def _set_summary_visible(self, visible: bool) -> None:
+        """The summary, and under it the switch's Pause while a model switch runs."""
+        self.summary.setVisible(visible)
+        self.switch_button.setVisible(
+            visible and self.snapshot is not None and bool(self.snapshot.switching)
+        )
+        self._label_switch_button()
+
+    def _label_switch_button(self) -> None:
+        paused = self.backend.paused
+        self.switch_button.setText("Resume" if paused else "Pause")
+        self.switch_button.setAccessibleName(
+            "Resume switching the embedding model"
+            if paused
+            else "Pause switching the embedding model"
+        )
+
+    def _toggle_switch(self) -> None:
+        if self.backend.paused:
+            self.backend.resume_indexing()
+        else:
+            self.backend.pause_indexing()
+        self.backend.refresh_library()  # the summary's "(paused with indexing)"
 
     def _fill_row(self, row: FolderRow, folder: FolderStatus, palette: Palette) -> None:
         name = os.path.basename(folder.path.rstrip(os.sep)) or folder.path
@@ -504,7 +544,7 @@ class LibraryPanel(QFrame):
         self._show_running()
         self._paused(self.backend.paused)
         self.progress_card.show()
-        self.summary.hide()
+        self._set_summary_visible(False)
 
     def _show_running(self) -> None:
         self.resume_button.hide()
@@ -538,7 +578,7 @@ class LibraryPanel(QFrame):
         self.cancel_button.hide()
         self.resume_button.show()
         self.progress_card.show()
-        self.summary.hide()
+        self._set_summary_visible(False)
 
     def set_progress(self, p: IndexProgress) -> None:
         if self.backend.cancelled:
@@ -546,7 +586,7 @@ class LibraryPanel(QFrame):
         if not self.progress_card.isVisible() or self.resume_button.isVisible():
             self._show_running()
             self.progress_card.show()
-            self.summary.hide()
+            self._set_summary_visible(False)
         paused = self.backend.paused
         # Waiting for the computer to be idle (Settings > Indexing, core/throttle.py).
         waiting = bool(p.waiting_reason) and not paused
@@ -591,6 +631,7 @@ class LibraryPanel(QFrame):
         self._last_progress = p
 
     def _paused(self, paused: bool) -> None:
+        self._label_switch_button()
         if self.backend.cancelled:
             return
         palette = self.theme.palette
@@ -624,12 +665,12 @@ class LibraryPanel(QFrame):
             self._show_cancelled()
             return
         self.progress_card.hide()
-        self.summary.setVisible(bool(self.snapshot and self.snapshot.folders))
+        self._set_summary_visible(bool(self.snapshot and self.snapshot.folders))
 
     def _index_failed(self, message: str, hint: str) -> None:
         self.progress_card.hide()
         self.summary.setText(f"Indexing stopped: {message} {hint}")
-        self.summary.show()
+        self._set_summary_visible(True)
 
 
 def _open(path: str) -> None:

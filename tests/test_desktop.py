@@ -504,6 +504,40 @@ def test_settings_list_models_from_the_server_and_save(
     assert saved.llm_model == "qwen2.5:3b" and saved.top_k == 4
 
 
+def test_a_model_switch_can_be_paused_from_the_library_summary(
+    qtbot: object, open_window: Callable[..., MainWindow], indexed: tuple[Path, Path]
+) -> None:
+    """A change of embedding model re-embeds with no indexing card on screen; the summary
+    under the folders offers Pause, which holds it as Pause indexing does. (The hold
+    itself, on a real switch, is tests/test_reembed.py's.)"""
+    from dataclasses import replace
+
+    window = open_window(copy_from=indexed[0])
+    panel = window.library
+    qtbot.waitUntil(  # type: ignore[attr-defined]
+        lambda: (
+            window.backend.snapshot is not None
+            and not window.backend.indexing
+            and not panel.progress_card.isVisible()
+        ),
+        timeout=WAIT_INDEX_MS,
+    )
+    snapshot = window.backend.snapshot
+    assert snapshot is not None and not panel.switch_button.isVisible()
+    line = "Switching to intfloat/multilingual-e5-small: 3 of 40 passages re-embedded"
+    panel.set_snapshot(replace(snapshot, switching=line))
+    assert panel.switch_button.isVisible() and panel.switch_button.text() == "Pause"
+    assert line in panel.summary.text()
+    library = window.backend.library
+    assert library is not None
+    panel.switch_button.click()
+    assert window.backend.paused and library._switch_paused
+    assert panel.switch_button.text() == "Resume"
+    panel.switch_button.click()
+    assert not window.backend.paused and not library._switch_paused
+    assert panel.switch_button.text() == "Pause"
+
+
 def test_the_model_can_be_asked_to_order_sources_and_the_wait_is_shown(
     qtbot: object,
     open_window: Callable[..., MainWindow],

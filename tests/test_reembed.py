@@ -347,3 +347,37 @@ def test_lectern_index_stays_until_the_switch_and_status_says_so(
     assert main(["status", "--json"]) == 0
     status = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert status["embedding_model"] == MULTILINGUAL_MODEL_ID and status["reembedding"] is None
+
+
+def test_pausing_indexing_pauses_the_switch_too(
+    tmp_path: Path, lectern_home: Path, embedder: Any, small_batches: None
+) -> None:
+    """The app's Pause gives the computer back: the re-embedding holds before its next
+    call into the model, says so, and carries on where it was after Resume."""
+    e5 = load_embedder(MULTILINGUAL_MODEL_ID)
+    with _indexed_library(tmp_path, lectern_home) as (settings, library):
+        chunks = library.status()["chunks"]
+    assert chunks > 4
+    gated = Gated(e5, allow=1)  # one batch, then held inside the model's second call
+    library = Library(replace(settings, embedding_model=MULTILINGUAL_MODEL_ID), embedder=gated)
+    try:
+        assert gated.held.wait(WAIT_S)
+        library.pause_model_switch(True)
+        gated.go.set()  # the call in the model finishes; no further call may start
+        deadline = threading.Event()
+        for _ in range(50):
+            status = library.reembedding_status()
+            assert status is not None
+            if status.state == "paused" and status.done == 4:
+                break
+            deadline.wait(0.1)
+        assert status.state == "paused" and "(paused with indexing)" in status.sentence
+        calls = gated.calls
+        deadline.wait(1.5)
+        assert gated.calls == calls and library.switching_model
+        library.pause_model_switch(False)
+        assert library.wait_for_model_switch(timeout=WAIT_S)
+        assert library.status()["embedding_model"] == MULTILINGUAL_MODEL_ID
+    finally:
+        gated.go.set()
+        library.close()
