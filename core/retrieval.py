@@ -6,10 +6,10 @@ Candidates are counted in *documents*: each list fetches enough chunks to reach
 core/fusion.py fuses the two lists at document level, score-aware and weighted per query.
 In hybrid mode core/rerank.py then re-scores the top documents by late interaction
 (MaxSim over the model's word-piece states), where the model offers them. A hybrid
-question written in a script the model never learned is answered by keyword alone. The user sees
-the best chunks of each document in that order, a document taking at most two of the top
-places (the second only after every other document's first) unless it is the only one
-that matches.
+question written in a script the model never learned is answered by keyword alone. The
+user sees the best chunks of each document in that order, a document taking at most two
+of the top places (the second only after every other document's first) unless it is the
+only one that matches.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def test_the_model_puts_the_candidates_in_order(ordering: Library, fake_ollama: 
     asked = [r for r in fake_ollama.requests_to("/api/chat") if _is_rerank(r.messages)]
     assert len(asked) == 1
     shown = asked[0].messages[1]["content"]
-    assert f"[{len(searched)}] " in shown and QUESTION in shown
+    assert len(sources_in(asked[0].messages)) == len(searched) and QUESTION in shown
     assert asked[0].options["num_predict"] <= 64
     # The answer is written from the first k of the new order, [1] the model's choice.
     assert len(sources_in(fake_ollama.last_chat.messages)) == len(sources) == 3
