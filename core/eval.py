@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from core.config import Settings, load_settings
-from core.embedding import DEFAULT_MODEL_ID
 from core.errors import DatasetError
 from core.library import Library
 from core.records import IndexProgress
+from core.rerank import RerankParams
 
 CUTOFFS = (5, 10, 20, 50)
 CHUNK_DEPTH = 200  # chunks fetched per query, enough to rank 50 documents
@@ -177,6 +177,7 @@ def evaluate(
         library.wait_for_keyword_rebuild()
         index_s = time.monotonic() - started
         stats = library.status()
+        second_stage = describe_second_stage(library.retriever.second_stage)
         results: dict[str, dict[str, float]] = {}
         for mode in modes:
             run: dict[str, list[str]] = {}
@@ -207,11 +208,24 @@ def evaluate(
     summary["chunks_embedded"] = report.chunks_embedded
     summary["failed"] = report.failed
     summary["scratch"] = os.fspath(root)
+    summary["second_stage"] = second_stage
     return summary
 
 
-def configuration(settings: Settings) -> dict[str, object]:
-    """What produced a run's figures: the model, the fusion and its constants."""
+def describe_second_stage(params: RerankParams | None) -> str:
+    """The second stage a run's searches used, in words ("off": switched off, or a model
+    without word-piece states, such as multilingual-e5's engine)."""
+    if params is None:
+        return "off"
+    return (
+        f"maxsim over the top {params.depth} documents, {params.passages_per_document} "
+        f"passages each, weight {params.weight}"
+    )
+
+
+def configuration(settings: Settings, second_stage: str = "off") -> dict[str, object]:
+    """What produced a run's figures: the model, the fusion and its constants, and the
+    second stage (as ``describe_second_stage`` put it for the run's searches)."""
     from core.fusion import fusion_params
 
     params = fusion_params(settings.embedding_model, settings.candidates)
@@ -225,17 +239,7 @@ def configuration(settings: Settings) -> dict[str, object]:
     else:
         config["bm25_prior"] = params.bm25_prior
         config["confidence_power"] = params.confidence_power
-    if settings.rerank and settings.embedding_model == DEFAULT_MODEL_ID:
-        from core.rerank import RerankParams
-
-        second = RerankParams()
-        config["second_stage"] = (
-            f"maxsim over the top {second.depth} documents, {second.passages_per_document} "
-            f"passages each, weight {second.weight}"
-        )
-    else:
-        # (multilingual-e5's engine gives no word-piece states, so it has no second stage)
-        config["second_stage"] = "off"
+    config["second_stage"] = second_stage
     return config
 
 
@@ -260,4 +264,5 @@ def evaluate_many(
                 by_mode["hybrid"]["ndcg@10"] - max(singles), 4
             )
         sets.append(summary)
-    return {"split": split, "config": configuration(base), "sets": sets}
+    second_stage = str(sets[0]["second_stage"]) if sets else "off"
+    return {"split": split, "config": configuration(base, second_stage), "sets": sets}

@@ -7,7 +7,6 @@ one transaction so a reader never sees half of a file.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ from core.records import (
 from core.store import ocr as ocr_words
 from core.store.db import Database
 from core.store.lookup import id_list
-from core.store.vectors import blobs_to_matrix
+from core.store.vectors import blobs_to_matrix, vector_base64
 
 
 @dataclass(frozen=True)
@@ -378,12 +377,7 @@ class DocumentStore:
         # model's batches, on the meaning pass's critical path.
         new_embeddings = {  # noqa: F841 - read by DuckDB's replacement scan below
             "id": np.asarray(chunk_ids, dtype=np.int64),
-            "embedding": np.array(
-                [
-                    base64.b64encode(np.ascontiguousarray(v, dtype=np.float32).tobytes()).decode()
-                    for v in vectors
-                ]
-            ),
+            "embedding": np.array([vector_base64(v) for v in vectors]),
         }
         with self.db.transaction() as cur:
             updated = cur.execute(
@@ -621,12 +615,7 @@ def _insert_chunks(
         "heading_path": np.array([json.dumps(list(c.heading_path)) for c in chunks], dtype=str),
         "token_count": np.array([c.token_count for c in chunks], dtype=np.int32),
         "embedding": np.array(
-            [
-                ""
-                if v is None
-                else base64.b64encode(np.ascontiguousarray(v, dtype=np.float32).tobytes()).decode()
-                for v in vectors
-            ],
+            ["" if v is None else vector_base64(v) for v in vectors],
             dtype=str,
         ),
     }

@@ -9,7 +9,6 @@ every vector of the old model or every vector of the new one.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator, Sequence
 
 import duckdb
@@ -18,7 +17,7 @@ import numpy as np
 from core.records import embedding_text
 from core.store.db import Database
 from core.store.documents import Unembedded
-from core.store.vectors import READ_BATCH, blobs_to_matrix
+from core.store.vectors import READ_BATCH, blobs_to_matrix, vector_base64
 
 # meta keys: the model being switched to (present while a migration is pending) and its
 # vector size (once its first batch is stored).
@@ -84,12 +83,7 @@ class ReembedStore:
             return
         rows = {  # noqa: F841 - read by DuckDB's replacement scan below
             "id": np.asarray(chunk_ids, dtype=np.int64),
-            "embedding": np.array(
-                [
-                    base64.b64encode(np.ascontiguousarray(v, dtype=np.float32).tobytes()).decode()
-                    for v in vectors
-                ]
-            ),
+            "embedding": np.array([vector_base64(v) for v in vectors]),
         }
         dim = int(np.asarray(vectors).shape[1])
         with self.db.transaction() as cur:

@@ -21,6 +21,7 @@ and renames it over the old one, so a crash never leaves a half-written index.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import logging
@@ -74,6 +75,13 @@ class LegacyVectorsError(ValueError):
 
 def checksum_trailer(data: bytes | bytearray | memoryview) -> bytes:
     return CHECKSUM_MARKER + hashlib.blake2b(data, digest_size=DIGEST_SIZE).digest()
+
+
+def vector_base64(vector: np.ndarray) -> str:
+    """An embedding as the base64 text of its float32 bytes: what ``from_base64`` turns
+    into a BLOB column (DuckDB takes a numpy str column ~4x faster than an object array
+    of bytes)."""
+    return base64.b64encode(np.ascontiguousarray(vector, dtype=np.float32).tobytes()).decode()
 
 
 def blobs_to_matrix(blobs: list[bytes], dim: int) -> np.ndarray:
