@@ -54,35 +54,44 @@ def filtered_embeddings(
 
 
 def hits_for(db: Database, chunk_ids: Sequence[int]) -> dict[int, Hit]:
-    """The chunks as hits (score 0, no ranks: the caller ranks them)."""
+    """The chunks as hits (score 0, no ranks: the caller ranks them); a chunk whose
+    document is gone meanwhile is left out."""
     if not chunk_ids:
         return {}
-    rows = (
-        db.cursor()
-        .execute(
-            f"""SELECT c.id, c.document_id, d.path, d.title, d.type, c.text, c.start_char,
-                   c.end_char, c.page_start, c.page_end, c.heading_path
-               FROM chunks c JOIN documents d ON d.id = c.document_id
-               WHERE c.id IN ({id_list(chunk_ids)})"""
-        )
-        .fetchall()
-    )
+    cur = db.cursor()
+    # Two look-ups, not a join: joined with documents, DuckDB read every chunk's text
+    # (31 ms a search at 300k chunks); alone, chunks is read through its primary key
+    # (under 1 ms).
+    rows = cur.execute(
+        f"""SELECT id, document_id, text, start_char, end_char, page_start, page_end,
+               heading_path FROM chunks WHERE id IN ({id_list(chunk_ids)})"""
+    ).fetchall()
+    if not rows:
+        return {}
+    documents = {
+        int(d[0]): d[1:]
+        for d in cur.execute(
+            f"SELECT id, path, title, type FROM documents WHERE id IN "
+            f"({id_list(sorted({int(r[1]) for r in rows}))})"
+        ).fetchall()
+    }
     return {
         int(r[0]): Hit(
             chunk_id=int(r[0]),
             document_id=int(r[1]),
-            path=r[2],
-            title=r[3] or "",
-            type=r[4] or "",
-            text=r[5],
-            start=r[6],
-            end=r[7],
-            page=r[8],
-            page_end=r[9],
-            heading_path=tuple(json.loads(r[10] or "[]")),
+            path=documents[int(r[1])][0],
+            title=documents[int(r[1])][1] or "",
+            type=documents[int(r[1])][2] or "",
+            text=r[2],
+            start=r[3],
+            end=r[4],
+            page=r[5],
+            page_end=r[6],
+            heading_path=tuple(json.loads(r[7] or "[]")),
             score=0.0,
         )
         for r in rows
+        if int(r[1]) in documents
     }
 
 
