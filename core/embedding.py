@@ -54,6 +54,10 @@ class Embedder(Protocol):
     def count_tokens(self, text: str) -> int:
         """Word pieces the model sees for ``text``, without the special tokens."""
 
+    def share_cpu(self) -> contextlib.AbstractContextManager[None]:
+        """Held while the calling thread works beside the model's indexing batches (which
+        run on another thread): the model leaves that work a core."""
+
 
 def bundled_model_path() -> Path:
     try:
@@ -88,6 +92,15 @@ class WordPieceCounter:
 _TORCH_LIBRARIES = ("libc10", "libtorch_cpu", "libtorch")
 
 
+# oneDNN keeps the kernels it built for each shape it saw, 1,024 by default. Searches run
+# the model on many shapes (a query's length, the second stage's passages), and the kept
+# kernels' buffers grew the process by 175 MB over 200 hybrid searches at 300k chunks
+# (bench/scale.py: peak RSS 1.58 -> 1.41 GB with 64); building one again costs about a
+# millisecond. Read by oneDNN when torch first uses it; a value set by the user stays.
+ONEDNN_CACHE_ENV = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY")
+ONEDNN_CACHE_CAPACITY = "64"
+
+
 def preload_torch_libraries() -> None:
     """Load torch's shared libraries with the GIL released, before ``import torch``.
 
@@ -97,6 +110,8 @@ def preload_torch_libraries() -> None:
     GIL; the import then finds the libraries already loaded. Best effort: any library not
     found or not loadable is simply left to the import.
     """
+    for name in ONEDNN_CACHE_ENV:
+        os.environ.setdefault(name, ONEDNN_CACHE_CAPACITY)
     if sys.platform == "win32":
         return
     try:
@@ -420,6 +435,8 @@ class SentenceTransformerEmbedder:
         self.probe_runs = 0
         self.encoding = self._choose(encoding, threads, cache_path)
         self.threads = threads or self.encoding.threads  # for passages; benches may set it
+        self._sharers = 0  # threads inside share_cpu()
+        self._sharers_lock = threading.Lock()
 
     # --- public API -------------------------------------------------------------------
 
@@ -438,6 +455,21 @@ class SentenceTransformerEmbedder:
         threads = 1 if len(texts) <= QUERY_TEXTS else self.threads
         return self._encode(texts, 32, self._lane.query, threads)
 
+    @contextlib.contextmanager
+    def share_cpu(self) -> Iterator[None]:
+        """While held, indexing sub-batches run on one thread fewer (at least one). torch's
+        threads meet at every operation, so one of them slowed by another busy thread holds
+        up the rest: the indexer writing files beside a two-thread model ran at 0.65 of the
+        model alone, where giving the writer a core loses only the second thread's share
+        for as long as the writing lasts."""
+        with self._sharers_lock:
+            self._sharers += 1
+        try:
+            yield
+        finally:
+            with self._sharers_lock:
+                self._sharers -= 1
+
     def _encode(
         self,
         texts: list[str],
@@ -452,7 +484,8 @@ class SentenceTransformerEmbedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for batch in plan_batches(lengths, max(1, batch_size), self.encoding.sub_batch_tokens):
             with lane():
-                self._torch.set_num_threads(threads)
+                # Read per sub-batch: sharing starts and ends while a call runs.
+                self._torch.set_num_threads(max(1, threads - 1) if self._sharers else threads)
                 out[batch] = self._forward(self._bert, [encodings[i] for i in batch])
         return out
 
@@ -721,6 +754,9 @@ class E5Embedder:
                 f"The multilingual embedding model could not be loaded: {exc}"
             ) from exc
         self._lane = PriorityLane()
+        # The engine's thread count is fixed at load, so work beside its indexing batches
+        # takes this lock and the engine waits between batches (share_cpu).
+        self._beside = threading.Lock()
         self.dim = int(self._model.dim)
         # The engine counts the special tokens and the "passage: " prefix; the chunker
         # wants the text's own word pieces.
@@ -730,7 +766,10 @@ class E5Embedder:
     def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lane.query() if is_query else self._lane.bulk():
+        with (
+            contextlib.nullcontext() if is_query else self._beside,
+            self._lane.query() if is_query else self._lane.bulk(),
+        ):
             vectors = self._model.encode(texts, is_query)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
 
@@ -745,6 +784,13 @@ class E5Embedder:
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
         return self._encode(texts, True)
+
+    @contextlib.contextmanager
+    def share_cpu(self) -> Iterator[None]:
+        """The engine's OpenMP threads take every core: it pauses between batches instead
+        (a query is not held up: it never takes this lock)."""
+        with self._beside:
+            yield
 
     def count_tokens(self, text: str) -> int:
         with self._lane.bulk():

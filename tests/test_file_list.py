@@ -17,7 +17,7 @@ from core.config import Settings
 from core.library import Library
 from core.records import DocState, FileEntry
 from tests.conftest import SAMPLE_DOCS
-from tests.test_keyword_first import ObservedEmbedder
+from tests.test_keyword_first import ObservedEmbedder, hold_until
 
 GOOD_TXT = "expense-limits-note.txt"
 GOOD_PDF = "security-policy.pdf"
@@ -127,8 +127,11 @@ def test_passages_not_embedded_yet_show_as_keyword_only(
     seen: list[list[FileEntry]] = []
     library: Library
 
-    def before_batch(n: int) -> None:
-        if n == 1:  # every file written, nothing embedded yet
+    def before_batch(n: int, texts: list[str]) -> None:
+        # The model waits on its first batch while every file is written: nothing is
+        # embedded yet.
+        if n == 1:
+            assert hold_until(lambda: len(library.file_list()) == 4)
             seen.append(library.file_list())
 
     library = Library(

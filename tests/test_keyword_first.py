@@ -3,6 +3,7 @@ its passages are embedded behind it, and a run stopped in between loses nothing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -21,21 +22,32 @@ WORDS = ["zanzibarite", "quoxalene", "vellicorn", "tressimund", "obrulite", "myr
 
 
 class ObservedEmbedder:
-    """The real model, with a hook run before each indexing batch (queries pass through)."""
+    """The real model, with a hook run before each indexing batch (queries go through
+    ``embed_query``, which passes through)."""
 
-    def __init__(self, inner: Any, before_batch: Callable[[int], None]) -> None:
+    def __init__(self, inner: Any, before_batch: Callable[[int, list[str]], None]) -> None:
         self.inner = inner
         self.before_batch = before_batch
         self.batches = 0
 
     def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        if len(texts) > 1:  # a query embeds one text
-            self.batches += 1
-            self.before_batch(self.batches)
+        self.batches += 1
+        self.before_batch(self.batches, texts)
         return self.inner.embed(texts, batch_size=batch_size)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+def hold_until(check: Callable[[], bool], timeout_s: float = 120.0) -> bool:
+    """Called in a batch's hook: the model waits (the rest of the run goes on) until
+    ``check`` holds; False when it never did."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _folder(tmp_path: Path, files: int = 6) -> Path:
@@ -51,28 +63,38 @@ def _folder(tmp_path: Path, files: int = 6) -> Path:
     return folder
 
 
-def test_files_are_keyword_searchable_before_the_model_embeds_them(
+def test_files_are_written_and_keyword_searchable_while_the_model_embeds(
     lectern_home: Path, embedder: Any, tmp_path: Path
 ) -> None:
     folder = _folder(tmp_path)
     seen: dict[str, Any] = {}
     library: Library
 
-    def before_batch(n: int) -> None:
-        if n == 1:
+    def before_batch(n: int, texts: list[str]) -> None:
+        if n != 1:
+            return
+        # The model starts on the first file's passages at once, not after every file is
+        # written...
+        seen["first_batch_words"] = {w for w in WORDS if any(w in t for t in texts)}
+
+        # ...and, held on that batch, does not hold up the others: they are written and
+        # made keyword-searchable meanwhile.
+        def every_file_found() -> bool:
             seen["hits"] = {w: [h.path for h in library.search(w, k=3, mode="bm25")] for w in WORDS}
             seen["status"] = library.status()
+            return all(seen["hits"].values())
+
+        hold_until(every_file_found)
 
     observed = ObservedEmbedder(embedder, before_batch)
     library = Library(Settings(home=lectern_home), embedder=observed)
     try:
         report = library.index([folder])
         assert report.added == 6
-        # Before the model had embedded anything, the files written so far (all of them:
-        # writing is fast and comes first) answered keyword searches...
-        found = [w for w, paths in seen["hits"].items() if paths]
-        assert found, "no file was keyword-searchable before embedding started"
-        for w in found:
+        assert seen["first_batch_words"] == {WORDS[0]}
+        # Before the model had embedded anything, every file answered keyword search...
+        for w in WORDS:
+            assert seen["hits"][w], f"{w} was not keyword-searchable while the model worked"
             assert Path(seen["hits"][w][0]).name == f"note-{WORDS.index(w)}.md"
         # ...and status said how much was searchable each way.
         searchable = seen["status"]["searchable"]
@@ -161,3 +183,36 @@ def test_a_word_only_one_document_has_puts_it_first() -> None:
     bm25 = [(9, 7.5)]
     dense = [(1, 0.9), (2, 0.5), (3, 0.48), (4, 0.47), (9, 0.2)]
     assert fuse(bm25, dense)[0][0] == 9
+
+
+def test_documents_without_any_vector_are_told_apart_from_partly_embedded_ones(
+    lectern_home: Path, embedder: Any, tmp_path: Path
+) -> None:
+    from core.store.lookup import unembedded_documents
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(3):
+        sections = [
+            f"## Part {s}\n\n" + f"Note {i} part {s} about {WORDS[i]}. " * 60 for s in (1, 2)
+        ]
+        (folder / f"note-{i}.md").write_text(f"# Note {i}\n\n" + "\n\n".join(sections))
+    with Library(Settings(home=lectern_home), embedder=embedder) as library:
+        library.index([folder])
+        cur = library.db.cursor()
+        ids = {
+            Path(path).name: int(doc)
+            for doc, path in cur.execute("SELECT id, path FROM documents").fetchall()
+        }
+        none, partly, whole = ids["note-0.md"], ids["note-1.md"], ids["note-2.md"]
+        assert unembedded_documents(library.db, [none, partly, whole]) == set()
+        # As while the meaning pass is on its way: one document not reached, one half done.
+        cur.execute("UPDATE chunks SET embedding = NULL WHERE document_id = ?", [none])
+        cur.execute(
+            "UPDATE chunks SET embedding = NULL WHERE document_id = ? AND ordinal > 0", [partly]
+        )
+        counts = dict(
+            cur.execute("SELECT document_id, count(*) FROM chunks GROUP BY document_id").fetchall()
+        )
+        assert counts[partly] > 1
+        assert unembedded_documents(library.db, [none, partly, whole]) == {none}

@@ -133,15 +133,27 @@ def unembedded_documents(db: Database, document_ids: Sequence[int]) -> set[int]:
     them while the meaning pass has not reached them."""
     if not document_ids:
         return set()
-    rows = (
-        db.cursor()
-        .execute(
-            f"""SELECT document_id FROM chunks WHERE document_id IN ({id_list(document_ids)})
-                GROUP BY document_id HAVING count(embedding) = 0"""
-        )
-        .fetchall()
-    )
-    return {int(r[0]) for r in rows}
+    # Only NULL tests: DuckDB answers them from the column's validity, where counting
+    # the embeddings read every one of them (194 ms a hybrid search at 300k chunks, and
+    # 500 MB of cache).
+    cur = db.cursor()
+    waiting = {
+        int(r[0])
+        for r in cur.execute(
+            f"""SELECT DISTINCT document_id FROM chunks
+                WHERE document_id IN ({id_list(document_ids)}) AND embedding IS NULL"""
+        ).fetchall()
+    }
+    if not waiting:
+        return set()
+    partly = {
+        int(r[0])
+        for r in cur.execute(
+            f"""SELECT DISTINCT document_id FROM chunks
+                WHERE document_id IN ({id_list(sorted(waiting))}) AND embedding IS NOT NULL"""
+        ).fetchall()
+    }
+    return waiting - partly
 
 
 def embedding_texts(db: Database, chunk_ids: Sequence[int]) -> dict[int, str]:
