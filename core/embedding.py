@@ -754,9 +754,6 @@ class E5Embedder:
                 f"The multilingual embedding model could not be loaded: {exc}"
             ) from exc
         self._lane = PriorityLane()
-        # The engine's thread count is fixed at load, so work beside its indexing batches
-        # takes this lock and the engine waits between batches (share_cpu).
-        self._beside = threading.Lock()
         self.dim = int(self._model.dim)
         # The engine counts the special tokens and the "passage: " prefix; the chunker
         # wants the text's own word pieces.
@@ -766,10 +763,7 @@ class E5Embedder:
     def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with (
-            contextlib.nullcontext() if is_query else self._beside,
-            self._lane.query() if is_query else self._lane.bulk(),
-        ):
+        with self._lane.query() if is_query else self._lane.bulk():
             vectors = self._model.encode(texts, is_query)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
 
@@ -785,12 +779,10 @@ class E5Embedder:
     def embed_query(self, texts: list[str]) -> np.ndarray:
         return self._encode(texts, True)
 
-    @contextlib.contextmanager
-    def share_cpu(self) -> Iterator[None]:
-        """The engine's OpenMP threads take every core: it pauses between batches instead
-        (a query is not held up: it never takes this lock)."""
-        with self._beside:
-            yield
+    def share_cpu(self) -> contextlib.AbstractContextManager[None]:
+        """The engine's thread count is fixed when it loads: work beside it shares the
+        cores with all of its threads."""
+        return contextlib.nullcontext()
 
     def count_tokens(self, text: str) -> int:
         with self._lane.bulk():

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -151,6 +151,7 @@ class _RunState:
     writing_done: bool = False  # the producer has handed over its last file
     last_keyword: float = 0.0  # when keyword search was last refreshed
     keyword_gap: float = 0.0  # seconds until the next refresh, at the least
+    model: Embedder | None = None  # once the run has loaded it
     waiting: str = ""  # why the run is waiting (core/throttle.py), shown with progress
     # Between units of work: the throttle's pace; False when the run was cancelled.
     pace: Callable[[], bool] = lambda: True
@@ -160,6 +161,11 @@ class _RunState:
             ("added", "updated", "failed", "skipped", "embedded", "reused"), 0
         )
     )
+
+    def beside_model(self) -> AbstractContextManager[None]:
+        """Held by a thread working beside the model, once it is loaded: the model leaves
+        it a core (Embedder.share_cpu)."""
+        return self.model.share_cpu() if self.model is not None else nullcontext()
 
     def report(self, current: str = "") -> None:
         if self.progress:
@@ -350,7 +356,7 @@ class Indexer:
         stop_producer = threading.Event()
         producer = threading.Thread(
             target=self._produce,
-            args=(plan.to_index, prepared_queue, controls, stop_producer),
+            args=(plan.to_index, prepared_queue, controls, stop_producer, run.beside_model),
             daemon=True,
             name="lectern-parse",
         )
@@ -430,11 +436,10 @@ class Indexer:
                     continue
                 if not run.pace():
                     return
-                model = self._embedder()
+                model = run.model = self._embedder()
                 model_done = threading.Event()
                 beside = helper.submit(
                     self._beside_model,
-                    model,
                     run,
                     (prepared_queue, producer, controls),
                     encoded,
@@ -462,7 +467,6 @@ class Indexer:
 
     def _beside_model(
         self,
-        model: Embedder,
         run: _RunState,
         source: tuple[queue.Queue[PreparedFile | str | None], threading.Thread, Controls],
         encoded: tuple[list[Unembedded], np.ndarray] | None,
@@ -472,10 +476,10 @@ class Indexer:
         the producer hands over until the model is done with this one. The model leaves
         it a core while it works (Embedder.share_cpu), not while it waits for a file."""
         prepared_queue, producer, controls = source
-        with model.share_cpu():
+        with run.beside_model():
             self._store_embedded(run, encoded)
         while not controls.cancel.is_set():
-            with model.share_cpu():
+            with run.beside_model():
                 self._write_files(run, prepared_queue, producer, block=False)
             if run.writing_done or model_done.wait(0.05):
                 return
@@ -644,6 +648,7 @@ class Indexer:
         out: queue.Queue[PreparedFile | str | None],
         controls: Controls,
         stop: threading.Event,
+        beside_model: Callable[[], AbstractContextManager[None]],
     ) -> None:
         def put(item: PreparedFile | str | None) -> None:
             while not stop.is_set():
@@ -660,7 +665,8 @@ class Indexer:
                 self.throttle.hold(controls)
                 if controls.cancel.is_set() or stop.is_set():
                     break
-                prepared = self._prepare(info)
+                with beside_model():  # parsing and chunking, here and in the parser
+                    prepared = self._prepare(info)
                 if prepared.state is DocState.PENDING:
                     scanned.append(prepared)  # OCR reads it after every digital file
                 else:
