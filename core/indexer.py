@@ -346,8 +346,13 @@ class Indexer:
             run.waiting = reason
             run.report()
 
+        pacing = threading.Lock()
+
         def pace() -> bool:
-            self.throttle.pace(controls, waiting)
+            # Called by the model's thread and the writing helper: the throttle's account
+            # of CPU since its last call is one, so they take turns.
+            with pacing:
+                self.throttle.pace(controls, waiting)
             return not controls.cancel.is_set()
 
         self.throttle.begin()
