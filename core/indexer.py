@@ -220,6 +220,9 @@ class Indexer:
         # sets, raises this to save it at most this often instead of after every one.
         self.vector_save_interval_s = 0.0
         self._last_vector_save = float("-inf")
+        # Whether a run has had the model yet: until then a run's first files are made
+        # keyword-searchable before it loads (seconds), not beside its first batch.
+        self._model_loaded = False
         # How fast runs may go (always, only while the computer is idle, a CPU share);
         # the parser process's CPU counts as the indexer's.
         self.throttle = Throttle(helper_pids=lambda: (parser.worker_pid,))
@@ -434,14 +437,16 @@ class Indexer:
                         return
                     # Nothing for the model: wait here for the producer's next file. Its
                     # keyword refresh waits for the helper, beside the model's first batch,
-                    # unless there is nothing to embed.
+                    # unless the model is still to load (seconds) or there is nothing to
+                    # embed.
                     self._write_files(run, prepared_queue, producer, block=True, refresh=False)
-                    if not self.store.unembedded(cursor, 1):
-                        self._write_files(run, prepared_queue, producer, block=False)
+                    if not self._model_loaded or not self.store.unembedded(cursor, 1):
+                        self._refresh_if_due(run)
                     continue
                 if not run.pace():
                     return
                 model = run.model = self._embedder()
+                self._model_loaded = True
                 model_done = threading.Event()
                 beside = helper.submit(
                     self._beside_model,
@@ -509,25 +514,29 @@ class Indexer:
             run.keyword_now = run.keyword_now or ocr_starts
             if not refresh:
                 return
-            if run.keyword_due and (
-                run.keyword_now
-                or run.writing_done
-                or not run.files_searchable  # the first files: searchable at once
-                or time.monotonic() - run.last_keyword >= run.keyword_gap
-            ):
-                refresh_started = time.monotonic()
-                self.publish_keyword()
-                run.last_keyword = time.monotonic()
-                # A refresh rebuilds the delta index, which grows until the next merge:
-                # spaced so that it never takes more than 1/KEYWORD_COST_RATIO of the run.
-                run.keyword_gap = max(
-                    KEYWORD_PUBLISH_S, KEYWORD_COST_RATIO * (run.last_keyword - refresh_started)
-                )
-                run.keyword_due = run.keyword_now = False
-                run.files_searchable = run.done
-                run.report()
+            self._refresh_if_due(run)
             if not run.more_ready or run.writing_done:
                 return
+
+    def _refresh_if_due(self, run: _RunState) -> None:
+        """Make the files written keyword-searchable, when it is time to."""
+        if run.keyword_due and (
+            run.keyword_now
+            or run.writing_done
+            or not run.files_searchable  # the first files: searchable at once
+            or time.monotonic() - run.last_keyword >= run.keyword_gap
+        ):
+            refresh_started = time.monotonic()
+            self.publish_keyword()
+            run.last_keyword = time.monotonic()
+            # A refresh rebuilds the delta index, which grows until the next merge:
+            # spaced so that it never takes more than 1/KEYWORD_COST_RATIO of the run.
+            run.keyword_gap = max(
+                KEYWORD_PUBLISH_S, KEYWORD_COST_RATIO * (run.last_keyword - refresh_started)
+            )
+            run.keyword_due = run.keyword_now = False
+            run.files_searchable = run.done
+            run.report()
 
     def _write_ready(
         self,
