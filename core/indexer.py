@@ -449,11 +449,7 @@ class Indexer:
                 self._model_loaded = True
                 model_done = threading.Event()
                 beside = helper.submit(
-                    self._beside_model,
-                    run,
-                    (prepared_queue, producer, controls),
-                    encoded,
-                    model_done,
+                    self._beside_model, run, prepared_queue, producer, controls, encoded, model_done
                 )
                 encoded = None
                 try:
@@ -478,14 +474,15 @@ class Indexer:
     def _beside_model(
         self,
         run: _RunState,
-        source: tuple[queue.Queue[PreparedFile | str | None], threading.Thread, Controls],
+        prepared_queue: queue.Queue[PreparedFile | str | None],
+        producer: threading.Thread,
+        controls: Controls,
         encoded: tuple[list[Unembedded], np.ndarray] | None,
         model_done: threading.Event,
     ) -> None:
         """The helper's share of one batch: store the batch before, then write the files
         the producer hands over until the model is done with this one. The model leaves
         it a core while it works (Embedder.share_cpu), not while it waits for a file."""
-        prepared_queue, producer, controls = source
         with run.beside_model():
             self._store_embedded(run, encoded)
         while not controls.cancel.is_set():

@@ -75,24 +75,27 @@ def hits_for(db: Database, chunk_ids: Sequence[int]) -> dict[int, Hit]:
             f"({id_list(sorted({int(r[1]) for r in rows}))})"
         ).fetchall()
     }
-    return {
-        int(r[0]): Hit(
-            chunk_id=int(r[0]),
-            document_id=int(r[1]),
-            path=documents[int(r[1])][0],
-            title=documents[int(r[1])][1] or "",
-            type=documents[int(r[1])][2] or "",
-            text=r[2],
-            start=r[3],
-            end=r[4],
-            page=r[5],
-            page_end=r[6],
-            heading_path=tuple(json.loads(r[7] or "[]")),
+    hits = {}
+    for chunk_id, document_id, text, start, end, page, page_end, heading_path in rows:
+        document = documents.get(int(document_id))
+        if document is None:
+            continue
+        path, title, doc_type = document
+        hits[int(chunk_id)] = Hit(
+            chunk_id=int(chunk_id),
+            document_id=int(document_id),
+            path=path,
+            title=title or "",
+            type=doc_type or "",
+            text=text,
+            start=start,
+            end=end,
+            page=page,
+            page_end=page_end,
+            heading_path=tuple(json.loads(heading_path or "[]")),
             score=0.0,
         )
-        for r in rows
-        if int(r[1]) in documents
-    }
+    return hits
 
 
 def live_chunk_documents(db: Database, chunk_ids: Sequence[int]) -> dict[int, int]:
