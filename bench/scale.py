@@ -20,6 +20,9 @@ the other (so each peak RSS is its own):
 - measure: opens the library cold (open time), searches each mode through
   ``Library.search`` (p50/p95) and the vector index directly (dense recall@10 against
   exact), and records peak RSS while searching;
+- cold (twice): with every file of the library dropped from the OS page cache first,
+  as after a reboot, opens it and times BM25 through ``Library.search``, once without
+  the keyword file's read-ahead at open and once with it (as shipped);
 - rebuild: opens the library and rebuilds the vector file from DuckDB (timed), with
   peak RSS, as a damaged file or a changed model would; then adds 10k vectors back in
   batches of 64, as the meaning pass does, and saves (timed, peak RSS);
@@ -246,6 +249,41 @@ def child_measure(args: argparse.Namespace) -> dict:
     return out
 
 
+def evict_from_page_cache(folder: Path) -> None:
+    """Drop ``folder``'s files from the OS page cache, as after a reboot or memory
+    pressure (their pages are clean: the library was closed and checkpointed)."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def child_cold(args: argparse.Namespace) -> dict:
+    """BM25 in a process that opens the library with none of its files in the page cache,
+    with the keyword file's read-ahead at open (``--warm on``, as shipped) or without."""
+    import core.store.keyword as keyword_module
+
+    root = Path(args.root)
+    queries = json.loads((root / "queries.json").read_text())
+    if args.warm == "off":
+        keyword_module.warm_page_cache = lambda path: None  # type: ignore[assignment,return-value]
+    evict_from_page_cache(root / "home")
+    library = Library(Settings(home=root / "home"))
+    # As in the app, the first question comes once the model has loaded (seconds).
+    library.embedder  # noqa: B018
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        library.search(q, mode="bm25")
+        times.append(time.perf_counter() - t)
+    library.close()
+    first = times[:30]
+    return {
+        f"bm25_cold_warm_{args.warm}": stats_ms(times)
+        | {"first_30_p95_ms": round(1000 * percentile(first, 0.95), 2)}
+    }
+
+
 def child_rebuild(args: argparse.Namespace) -> dict:
     root = Path(args.root)
     qvecs = np.load(root / "queries.npy")
@@ -321,11 +359,14 @@ def child_merge(args: argparse.Namespace) -> dict:
 
 
 def run_child(step: str, args: argparse.Namespace, size: int, root: Path) -> dict:
+    step, _, warm = step.partition("-")
     cmd = [
         sys.executable,
         __file__,
         "--child",
         step,
+        "--warm",
+        warm or "on",
         "--size",
         str(size),
         "--root",
@@ -360,13 +401,15 @@ def main() -> int:
     parser.add_argument("--baseline-max", type=int, default=100_000)
     parser.add_argument("--root", default="/tmp/lectern-scale")
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--child", choices=("build", "measure", "rebuild", "merge"))
+    parser.add_argument("--child", choices=("build", "measure", "cold", "rebuild", "merge"))
+    parser.add_argument("--warm", choices=("on", "off"), default="on", help="cold: read-ahead")
     parser.add_argument("--size", type=int)
     args = parser.parse_args()
     if args.child:
         result = {
             "build": child_build,
             "measure": child_measure,
+            "cold": child_cold,
             "rebuild": child_rebuild,
             "merge": child_merge,
         }[args.child](args)
@@ -383,7 +426,7 @@ def main() -> int:
         log(f"{size} chunks: building under {root}")
         try:
             row = {"size": size}
-            for step in ("build", "measure", "rebuild", "merge"):
+            for step in ("build", "measure", "cold-off", "cold-on", "rebuild", "merge"):
                 t0 = time.monotonic()
                 row.update(run_child(step, args, size, root))
                 log(f"  {step} done in {time.monotonic() - t0:.0f} s")

@@ -526,8 +526,9 @@ class Indexer:
             refresh_started = time.monotonic()
             self.publish_keyword()
             run.last_keyword = time.monotonic()
-            # A refresh rebuilds the delta index, which grows until the next merge:
-            # spaced so that it never takes more than 1/KEYWORD_COST_RATIO of the run.
+            # A refresh rebuilds the chunks written since the delta was last folded (and
+            # now and then folds them into it): spaced so that it never takes more than
+            # 1/KEYWORD_COST_RATIO of the run.
             run.keyword_gap = max(
                 KEYWORD_PUBLISH_S, KEYWORD_COST_RATIO * (run.last_keyword - refresh_started)
             )

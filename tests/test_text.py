@@ -37,3 +37,62 @@ def test_chunks_end_where_citation_sentences_end(tmp_path) -> None:
     assert all(chunk.end in ends for chunk in chunks)
     # "Fig." and "U.S." do not end sentences for either stage.
     assert any("See Fig. 3 for details." in chunk.text for chunk in chunks)
+
+
+# English, German, French, Greek, Chinese and code-like text under Markdown headings: the
+# units the chunker packs are joined across spaces, newlines and none at all (CJK).
+MIXED = "\n\n".join(
+    [
+        "# Field notes",
+        "## Results",
+        " ".join(
+            f"Trial {n} measured TNF-α at {n}.5 ng/mL (p < 0.0{n}); see Fig. {n}b and U.S. data."
+            for n in range(1, 30)
+        ),
+        "## Zusammenfassung",
+        " ".join(
+            f"Die Häuser Nr. {n} wurden überprüft, und die Ergebnisse waren größtenteils gut."
+            for n in range(20)
+        ),
+        "## Résumé",
+        " ".join(f"L'été {n} fut très chaud ; les élèves étaient déçus." for n in range(20)),
+        "## Σύνοψη",
+        " ".join(f"Η μελέτη {n} έδειξε ότι οι ασθενείς βελτιώθηκαν." for n in range(15)),
+        "## 摘要",
+        CJK * 3,
+        "## Code",
+        "- `config.max_tokens=256` and `os.environ['HF_HUB_OFFLINE']`\n- snake_case_names_here",
+    ]
+)
+
+
+def test_chunk_token_counts_are_exact_and_counted_once(tmp_path) -> None:
+    """A chunk's token count is the real tokenizer's count of its text (it is stored and
+    bounds what the model reads), yet the chunker does not count a chunk's text again
+    when its sentences were joined across whitespace: their counts add up exactly, and
+    counting twice made token counting half of the indexer's work beside the model."""
+    from core.embedding import WordPieceCounter
+
+    tokenizer = WordPieceCounter()
+    counted_chars = 0
+
+    def counting(text: str) -> int:
+        nonlocal counted_chars
+        counted_chars += len(text)
+        return tokenizer.count(text)
+
+    path = tmp_path / "notes.md"
+    path.write_text(MIXED, encoding="utf-8")
+    from core.ingest.markdown import parse as parse_markdown_file
+
+    doc = parse_markdown_file(path)
+    for max_tokens in (96, 128, 256):
+        counted_chars = 0
+        chunks = Chunker(counting, max_tokens=max_tokens).chunk(doc)
+        assert len(chunks) > 3
+        for chunk in chunks:
+            assert chunk.token_count == tokenizer.count(chunk.text), chunk.text
+            context = tokenizer.count(chunk.context) + 1 if chunk.context else 0
+            assert chunk.token_count + context <= max_tokens - 2
+        # Each sentence once (and the headings as context), not every chunk a second time.
+        assert counted_chars < 1.3 * len(doc.text), (max_tokens, counted_chars, len(doc.text))
