@@ -58,6 +58,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import core.store.keyword as keyword_module
 from bench.synthetic_library import CACHE, build_base, log, percentile, train_queries
 from core.config import Settings
 from core.library import Library
@@ -261,8 +262,6 @@ def evict_from_page_cache(folder: Path) -> None:
 def child_cold(args: argparse.Namespace) -> dict:
     """BM25 in a process that opens the library with none of its files in the page cache,
     with the keyword file's read-ahead at open (``--warm on``, as shipped) or without."""
-    import core.store.keyword as keyword_module
-
     root = Path(args.root)
     queries = json.loads((root / "queries.json").read_text())
     if args.warm == "off":

@@ -157,19 +157,11 @@ class Chunker:
     def _make_chunk(
         self, doc: ParsedDocument, group: list[_Unit], context: str, budget: int, ordinal: int
     ) -> Chunk:
-        start, end = group[0].start, group[-1].end
-        text = doc.text[start:end]
         tokens = sum(u.tokens for u in group)
         if tokens > budget or not _whitespace_joined(doc.text, group):
-            # Joining units can only merge tokens, never add them, but verify with the
-            # real tokenizer and drop trailing units in the (rare) case it disagrees.
-            while True:
-                start, end = group[0].start, group[-1].end
-                text = doc.text[start:end]
-                tokens = self._count(text)
-                if tokens <= budget or len(group) == 1:
-                    break
-                group = group[:-1]
+            group, tokens = self._fitted(doc.text, group, budget)
+        start, end = group[0].start, group[-1].end
+        text = doc.text[start:end]
         return Chunk(
             ordinal=ordinal,
             text=text,
@@ -182,12 +174,22 @@ class Chunker:
             context=context,
         )
 
+    def _fitted(self, text: str, group: list[_Unit], budget: int) -> tuple[list[_Unit], int]:
+        """The group and its real token count. Joining units can only merge tokens, never
+        add them, but the real tokenizer decides: trailing units are dropped in the
+        (rare) case it disagrees."""
+        while True:
+            tokens = self._count(text[group[0].start : group[-1].end])
+            if tokens <= budget or len(group) == 1:
+                return group, tokens
+            group = group[:-1]
+
 
 def _whitespace_joined(text: str, group: list[_Unit]) -> bool:
     """Whether whitespace separates each unit from the next. Both shipped tokenizers
     split text at whitespace before cutting word pieces, so such a chunk has exactly the
-    sum of its units' tokens and needs no count of its own (counting it again was a
-    third of the indexer's token counting, which runs beside the model)."""
+    sum of its units' tokens and needs no count of its own (counting every chunk again
+    doubled the characters the chunker tokenized, beside the model)."""
     return all(
         a.end < b.start and text[a.end : b.start].isspace() for a, b in itertools.pairwise(group)
     )

@@ -654,8 +654,7 @@ class KeywordIndex:
     def _start_merge(self, state: KeywordState) -> None:
         """Called under the write lock, so no write is in flight: every chunk id up to
         the watermark is committed and the new base sees them all."""
-        cur = self.db.cursor()
-        watermark = int(scalar(cur, "SELECT coalesce(max(id), 0) FROM chunks"))
+        watermark = self._newest_chunk()
         name = BASE_NAMES[1] if state.base == BASE_NAMES[0] else BASE_NAMES[0]
         self._merge_thread = threading.Thread(
             target=self._merge, args=(name, watermark), daemon=True, name="lectern-kw-merge"
@@ -749,15 +748,12 @@ class KeywordIndex:
         FRESH_MIN_FOLD). Called under the write lock."""
         cur = self.db.cursor()
         if state.delta_watermark >= state.watermark:
-            fresh, older = (
-                int(n or 0)
-                for n in cur.execute(
-                    "SELECT count(*) FILTER (WHERE id > ?), count(*) FILTER (WHERE id <= ?) "
-                    "FROM chunks WHERE id > ?",
-                    [state.delta_watermark, state.delta_watermark, state.watermark],
-                ).fetchone()
-                or (0, 0)
-            )
+            row = cur.execute(
+                "SELECT count(*) FILTER (WHERE id > ?), count(*) FILTER (WHERE id <= ?) "
+                "FROM chunks WHERE id > ?",
+                [state.delta_watermark, state.delta_watermark, state.watermark],
+            ).fetchone()
+            fresh, older = (int(row[0]), int(row[1])) if row else (0, 0)
             if fresh < max(FRESH_MIN_FOLD, older):
                 self._rebuild_fresh(state)
                 return
