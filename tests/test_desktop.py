@@ -627,9 +627,15 @@ def test_watched_folder_picks_up_a_new_file(
 ) -> None:
     home, folder = indexed
     window = open_window(copy_from=home, watch=True, url=f"http://127.0.0.1:{unused_port()}")
-    qtbot.waitUntil(
-        lambda: window.backend.watch_status.get(str(folder), ("",))[0] == "watching", timeout=30_000
-    )  # type: ignore[attr-defined]
+    # The watcher can report "watching" before the window's first library snapshot has
+    # loaded in the background: the count to compare against needs both.
+    qtbot.waitUntil(  # type: ignore[attr-defined]
+        lambda: (
+            window.backend.watch_status.get(str(folder), ("",))[0] == "watching"
+            and window.backend.snapshot is not None
+        ),
+        timeout=30_000,
+    )
     before = window.backend.snapshot.folders[0].indexed  # type: ignore[union-attr]
     new = folder / "parking.txt"
     try:

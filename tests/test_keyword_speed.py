@@ -419,7 +419,7 @@ def test_duckdb_memory_is_capped_and_spills_inside_the_data_folder(
 
     db = Database(tmp_path / "lectern.duckdb")
     limit = db.cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0]  # type: ignore[index]
-    assert limit != "" and db_module.MEMORY_LIMIT == "512MB" and "MiB" in limit
+    assert limit != "" and db_module.MEMORY_LIMIT == "384MB" and "MiB" in limit
     temp = db.cursor().execute("SELECT current_setting('temp_directory')").fetchone()[0]  # type: ignore[index]
     assert Path(temp).parent == tmp_path
     db.close()

@@ -53,8 +53,10 @@ MIN_FREE_BYTES = 64 * 1024 * 1024
 # keyword postings): 3.4 GB at 1M chunks. The keyword file is ATTACHed to the same
 # connection, so this one limit covers both. Past it DuckDB evicts what it cached and
 # spills work (the fts build's joins and aggregates) to ``temp_directory``. Chosen by
-# measurement with bench/scale.py (README, "Growth").
-MEMORY_LIMIT = "512MB"
+# measurement with bench/scale.py (README, "Growth"): a keyword base rebuild at 300k
+# chunks, as indexing runs it, peaked at 1,609 MB of the process under 512 MB, 1,438 MB
+# under 384 MB and 1,398 MB under 256 MB, none of them slower (31-39 s).
+MEMORY_LIMIT = "384MB"
 
 
 def temp_directory(path: Path | str) -> str:

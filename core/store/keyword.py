@@ -174,8 +174,10 @@ BM25_B = 0.4
 # holds). A keyword file written in another layout is rebuilt in the background at open.
 FORMAT = "postings-4"
 # Postings are derived from fts's ``terms`` in termid ranges of about this many rows, so
-# a rebuild holds tens of megabytes, not the whole index, in memory.
-POSTINGS_BATCH_ROWS = 2_000_000
+# a rebuild holds tens of megabytes, not the whole index, in memory. A base rebuild at
+# 300k chunks (library open with its vectors and the model) peaked at 1,438 MB with 2M
+# rows a range and 1,319 MB with 500k, in the same time (bench/scale.py --child merge).
+POSTINGS_BATCH_ROWS = 500_000
 # Candidates checked for liveness and filters in a first round, beyond ``limit``.
 FIRST_CHECK_EXTRA = 100
 # Past this many candidates checked by id, the allowed chunks are listed instead.
