@@ -14,11 +14,13 @@ from core.embedding import (
     DEFAULT_MODEL_ID,
     MIN_COSINE,
     PRECISIONS,
+    WIDTH_STEP,
     PriorityLane,
     SentenceTransformerEmbedder,
     _entry_id,
     embed_queries,
     machine_key,
+    padded_width,
     read_cached_choice,
     token_fill,
 )
@@ -201,3 +203,21 @@ def test_lane_lets_a_waiting_query_in_before_the_bulk_caller_takes_it_again() ->
     bulk.join(timeout=60)
     query.join(timeout=60)
     assert order == ["query", "bulk"]
+
+
+def test_batches_pad_to_a_few_widths_and_keep_each_passage_vector(
+    measured: SentenceTransformerEmbedder, shared_data: Path
+) -> None:
+    # Every length from 1 to the model's 256 word pieces maps to one of 256 / WIDTH_STEP
+    # widths, never shorter than the text: oneDNN keeps a kernel per shape.
+    widths = {padded_width(n) for n in range(1, 257)}
+    assert len(widths) == 256 // WIDTH_STEP and max(widths) == 256
+    assert all(padded_width(n) >= n for n in range(1, 257))
+    # The padding is masked out: a passage's vector is the same whatever width its batch
+    # is padded to (here exact widths against the shipped steps, on passages of many lengths).
+    words = " ".join(scifact_passages(shared_data, 3)).split()
+    texts = [" ".join(words[: 3 + 11 * i]) for i in range(20)]
+    stepped = measured.embed(texts)
+    exact = SentenceTransformerEmbedder(encoding=measured.encoding.precision)
+    exact.width_step = 1
+    assert float(np.min(np.sum(stepped * exact.embed(texts), axis=1))) >= 0.9999
