@@ -10,6 +10,7 @@ sentences, as bench/indexing.py writes them; they go through ``embed`` in calls 
 the indexer makes them, on the thread count measured for this machine.
 
     .venv/bin/python bench/encoding_shapes.py                # 300 passages, 6 rounds
+    .venv/bin/python bench/encoding_shapes.py --varied       # 30-170 words a passage
     .venv/bin/python bench/encoding_shapes.py --passages 100 --rounds 2
 
 The last line of output is one JSON object with every figure.
@@ -28,29 +29,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.indexing import INDEXER_CALL, chunk_like_texts, raw_encode
 from bench.synthetic_library import real_sentences
-from core.embedding import WIDTH_STEP, SentenceTransformerEmbedder, padded_width, plan_batches
-
-INDEXER_CALL = 64  # texts per embed() call from the indexer (EMBED_BATCH_CHUNKS)
-
-
-def passages(count: int, rng: random.Random) -> list[str]:
-    sentences = real_sentences(rng, 20_000)
-    return [
-        f"Research notes {i // 50} > Finding {i}\n"
-        + " ".join(rng.sample(sentences, rng.randint(2, 5)))
-        for i in range(count)
-    ]
+from core.embedding import WIDTH_STEP, SentenceTransformerEmbedder, padded_width
 
 
 def encode(
     embedder: SentenceTransformerEmbedder, texts: list[str], step: int
 ) -> tuple[np.ndarray, float]:
+    """The vectors as the indexer would get them (calls of INDEXER_CALL), and the time."""
     embedder.width_step = step
     started = time.perf_counter()
-    vectors = np.vstack(
-        [embedder.embed(texts[i : i + INDEXER_CALL]) for i in range(0, len(texts), INDEXER_CALL)]
-    )
+    vectors = raw_encode(embedder, texts)
     return vectors, time.perf_counter() - started
 
 
@@ -58,19 +48,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--passages", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=6, help="even: each order as often")
+    parser.add_argument(
+        "--varied",
+        action="store_true",
+        help="passages of 30-170 words (up to the model's 256 word pieces), not 2-5 sentences",
+    )
     args = parser.parse_args()
 
     embedder = SentenceTransformerEmbedder()
-    texts = passages(args.passages, random.Random(11))
-    lengths = [len(ids) for ids in embedder._tokenize(texts)]
-    batches = [
-        batch
-        for i in range(0, len(texts), INDEXER_CALL)
-        for batch in plan_batches(
-            lengths[i : i + INDEXER_CALL], INDEXER_CALL, embedder.encoding.sub_batch_tokens
-        )
-    ]
-    widths = {max(lengths[i] for i in batch) for batch in batches}
+    rng = random.Random(11)
+    texts = chunk_like_texts(args.passages, rng, real_sentences(rng, 20_000))
+    if args.varied:  # every width from short notes to full chunks
+        texts = [" ".join((t + " " + t).split()[: rng.randint(30, 170)]) for t in texts]
+    widths = set()
+    for i in range(0, len(texts), INDEXER_CALL):
+        lengths, batches = embedder.batch_plan(texts[i : i + INDEXER_CALL])
+        widths |= {max(lengths[j] for j in batch) for batch in batches}
     encode(embedder, texts[:INDEXER_CALL], WIDTH_STEP)  # loads the model's kernels once
     encode(embedder, texts[:INDEXER_CALL], 1)
     seconds = {WIDTH_STEP: 0.0, 1: 0.0}
@@ -98,6 +91,7 @@ def main() -> int:
         "threads": embedder.threads,
         "sub_batch_tokens": embedder.encoding.sub_batch_tokens,
         "width_step": WIDTH_STEP,
+        "varied": args.varied,
         "distinct_widths_exact": len(widths),
         "distinct_widths_stepped": len({padded_width(w) for w in widths}),
         "stepped_passages_per_s": round(stepped_rate, 2),

@@ -69,6 +69,14 @@ def write_folder(folder: Path, files: int, rng: random.Random, sentences: list[s
         (folder / f"notes-{f:05d}.md").write_text("\n".join(lines), encoding="utf-8")
 
 
+def chunk_like_texts(count: int, rng: random.Random, sentences: list[str]) -> list[str]:
+    """Texts as the indexer embeds them: two to five real sentences under a heading."""
+    return [
+        f"Research notes > Finding {i}\n" + " ".join(rng.sample(sentences, rng.randint(2, 5)))
+        for i in range(count)
+    ]
+
+
 @contextmanager
 def clocks() -> Iterator[dict[str, float]]:
     out: dict[str, float] = {}
@@ -77,9 +85,14 @@ def clocks() -> Iterator[dict[str, float]]:
     out["wall"], out["cpu"] = time.perf_counter() - wall, time.process_time() - cpu
 
 
-def raw_encode(embedder: SentenceTransformerEmbedder, texts: list[str]) -> None:
-    for i in range(0, len(texts), INDEXER_CALL):
-        embedder.embed(texts[i : i + INDEXER_CALL], batch_size=ST_BATCH)
+def raw_encode(embedder: SentenceTransformerEmbedder, texts: list[str]) -> np.ndarray:
+    """The model alone on ``texts``, in calls the size the indexer makes."""
+    return np.vstack(
+        [
+            embedder.embed(texts[i : i + INDEXER_CALL], batch_size=ST_BATCH)
+            for i in range(0, len(texts), INDEXER_CALL)
+        ]
+    )
 
 
 def encoding_matrix(
@@ -333,10 +346,7 @@ def main() -> int:
         },
     }
     # Chunk-like texts: 2-5 real sentences under a heading, as the indexer embeds them.
-    texts = [
-        f"Research notes > Finding {i}\n" + " ".join(rng.sample(sentences, rng.randint(2, 5)))
-        for i in range(max(args.encoding_texts, 1024))
-    ]
+    texts = chunk_like_texts(max(args.encoding_texts, 1024), rng, sentences)
     sample = texts[: args.encoding_texts]
 
     fp32 = SentenceTransformerEmbedder(encoding="fp32")
