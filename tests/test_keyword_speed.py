@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import core.store.keyword as keyword_module
@@ -282,37 +283,150 @@ def test_a_refresh_rebuilds_only_the_newest_chunks(
 
     def counting_build(cur: object, name: str, where: str, params: list[object]) -> None:
         rows = db.cursor().execute(f"SELECT count(*) FROM {live} WHERE {where}", params)
-        built.append((name.rsplit("_", 1)[0], int(rows.fetchone()[0])))  # type: ignore[index]
+        kind = name.removesuffix("_new").rsplit("_", 1)[0]
+        built.append((kind, int(rows.fetchone()[0])))  # type: ignore[index]
         build(cur, name, where, params)
 
     monkeypatch.setattr(kw, "_build", counting_build)
     before = kw.state()
+    assert before.fresh
+    fresh = snapshot_contents(db, before.fresh)["lengths"]
     monkeypatch.setattr(keyword_module, "FRESH_MIN_FOLD", 10**6)
-    add_documents(db, random_docs(random.Random(11), sentences, 1), "/lib/a", "txt")
+    added = add_documents(db, random_docs(random.Random(11), sentences, 1), "/lib/a", "txt")
     assert kw.refresh() == "delta"
     state = kw.state()
     newer = int(
         db.cursor()
-        .execute("SELECT count(*) FROM chunks WHERE id > ?", [before.delta_watermark])
+        .execute("SELECT count(*) FROM chunks WHERE document_id = ?", [added[0]])
         .fetchone()[0]
     )  # type: ignore[index]
-    assert built == [("kw_fresh", newer)] and newer < kw.delta_size()
+    # Only the new document's chunks are read: the fresh snapshot's own are carried over.
+    assert built == [("kw_fresh", newer)] and newer < len(fresh) < kw.delta_size()  # type: ignore[arg-type]
     assert state.delta_stamp == before.delta_stamp and state.fresh_stamp != before.fresh_stamp
     build_reference(db, state.watermark, "ref.base_rows")
     for query in queries[:10]:
         assert_same(kw.search(query, 10), reference_search(db, query, 10))
 
-    # The fresh snapshot as large as the delta: folded into it.
+    # The fresh snapshot as large as the delta: folded into it. The delta's own postings
+    # are carried over, so only the chunks newer than it are read.
     monkeypatch.setattr(keyword_module, "FRESH_MIN_FOLD", 0)
     built.clear()
     add_documents(db, random_docs(random.Random(12), sentences, 1), "/lib/a", "md")
+    newer = int(
+        db.cursor()
+        .execute("SELECT count(*) FROM chunks WHERE id > ?", [state.delta_watermark])
+        .fetchone()[0]
+    )  # type: ignore[index]
     assert kw.refresh() == "delta"
     state = kw.state()
-    assert built == [("kw_delta", kw.delta_size())]
+    assert built == [("kw_delta", newer)] and newer < kw.delta_size()
     assert state.fresh is None and state.delta_stamp != before.delta_stamp
     newest = db.cursor().execute("SELECT max(id) FROM chunks").fetchone()[0]  # type: ignore[index]
     assert state.delta_watermark == newest
     build_reference(db, state.watermark, "ref.base_rows")
+    for query in queries[:10]:
+        assert_same(kw.search(query, 10), reference_search(db, query, 10))
+
+
+def snapshot_contents(db: Database, name: str) -> dict[str, object]:
+    """A snapshot as search sees it, by chunk id and term rather than by its own
+    numbering: each chunk's length, each term's df and (chunk, tf) postings, the stats."""
+    cur = db.cursor()
+    schema = f"kw.fts_main_{name}"
+    chunk_of = dict(cur.execute(f"SELECT docid, name FROM {schema}.docs").fetchall())
+    term_of = dict(cur.execute(f"SELECT termid, term FROM {schema}.dict").fetchall())
+    postings = {}
+    for termid, docids, tfs in cur.execute(
+        f"SELECT termid, docids, tfs FROM kw.{name}_postings"
+    ).fetchall():
+        doc = np.frombuffer(docids, dtype="<u4")
+        tf = np.frombuffer(tfs, dtype="<u1" if len(tfs) == len(doc) else "<u2")
+        assert list(doc) == sorted(doc)  # each term's documents ascending
+        chunk_ids = [chunk_of[int(d)] for d in doc]
+        postings[term_of[termid]] = sorted(zip(chunk_ids, tf.tolist(), strict=True))
+    num_docs, avgdl = cur.execute(f"SELECT num_docs, avgdl FROM {schema}.stats").fetchone()  # type: ignore[misc]
+    return {
+        "lengths": sorted(cur.execute(f"SELECT name, len FROM {schema}.docs").fetchall()),
+        "df": sorted(cur.execute(f"SELECT term, df FROM {schema}.dict").fetchall()),
+        "postings": postings,
+        "stats": (num_docs, round(avgdl, 9)),
+        "languages": sorted(cur.execute(f"SELECT lang FROM kw.{name}_languages").fetchall()),
+    }
+
+
+def test_a_merge_reads_only_the_chunks_newer_than_the_base(
+    store, queries: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A base rebuild carries the old base's postings over (its dead chunks dropped) and
+    reads only the chunks newer than it: the snapshot is the one a build over every live
+    chunk gives, and search returns what the fts join over the live chunks returns."""
+    db, kw = store
+    before = kw.state()
+    built: list[tuple[str, int]] = []
+    build = kw._build
+    live = f'"{db.catalog}".main.chunks'
+
+    def counting_build(cur: object, name: str, where: str, params: list[object]) -> None:
+        rows = db.cursor().execute(f"SELECT count(*) FROM {live} WHERE {where}", params)
+        built.append((name, int(rows.fetchone()[0])))  # type: ignore[index]
+        build(cur, name, where, params)
+
+    deleted = {
+        r[0]
+        for r in db.cursor()
+        .execute("SELECT id FROM ref.base_rows WHERE id NOT IN (SELECT id FROM chunks)")
+        .fetchall()
+    }
+    carried = {chunk for chunk, _ in snapshot_contents(db, before.base)["lengths"]}  # type: ignore[attr-defined]
+    assert deleted and deleted <= carried  # the old base still holds chunks deleted since
+    monkeypatch.setattr(kw, "_build", counting_build)
+    newer = int(
+        db.cursor()
+        .execute("SELECT count(*) FROM chunks WHERE id > ?", [before.watermark])
+        .fetchone()[0]
+    )  # type: ignore[index]
+    assert kw.refresh(force_merge=True) == "merged"
+    state = kw.state()
+    assert state.base and state.base != before.base and not state.delta and not state.fresh
+    assert built == [(f"{state.base}_new", newer)]
+    monkeypatch.undo()
+
+    with kw._kw_cursor() as cur:
+        kw._build(cur, "kw_check", "id <= ?", [state.watermark])
+    try:
+        merged, rebuilt = snapshot_contents(db, state.base), snapshot_contents(db, "kw_check")
+        assert merged == rebuilt
+        assert not deleted & {chunk for chunk, _ in merged["lengths"]}  # type: ignore[attr-defined]
+    finally:
+        with kw._kw_cursor() as cur:
+            kw._drop(cur, "kw_check")
+    build_reference(db, state.watermark)
+    for query in queries:
+        assert_same(kw.search(query, 10), reference_search(db, query, 10))
+
+
+def test_a_merge_killed_midway_does_not_stop_the_next(store, queries: list[str]) -> None:
+    """A process killed during a carried-over rebuild leaves its half-made tables in the
+    keyword file (each statement commits): the next rebuild of that name clears them."""
+    db, kw = store
+    state = kw.state()
+    name = "kw_base_b" if state.base == "kw_base_a" else "kw_base_a"
+    cur = db.cursor()
+    for table in (f"{name}_termmap", f"{name}_new", f"{name}_new_postings", f"{name}_postings"):
+        cur.execute(f"CREATE TABLE kw.{table}(termid BIGINT)")
+    cur.execute(f"CREATE SCHEMA kw.fts_main_{name}_new")
+    cur.execute(f"CREATE TABLE kw.fts_main_{name}_new.docs(docid BIGINT)")
+    cur.execute(f"CREATE SCHEMA kw.fts_main_{name}")
+    assert kw.refresh(force_merge=True) == "merged"
+    assert kw.state().base == name
+    left = {
+        r[0]
+        for r in cur.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'kw'"
+        ).fetchall()
+    }
+    assert not {t for t in left if t.endswith(("_termmap", "_new", "_new_postings"))}
+    build_reference(db, kw.state().watermark)
     for query in queries[:10]:
         assert_same(kw.search(query, 10), reference_search(db, query, 10))
 
