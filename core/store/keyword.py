@@ -426,6 +426,18 @@ def _termid_batches(termids: object, dfs: object) -> list[tuple[int, int]]:
     ]
 
 
+def _renumbered(docs: dict[str, object], first: int) -> tuple[np.ndarray, ...]:
+    """A snapshot's documents (docid order, with a ``live`` flag) numbered from ``first``,
+    live ones only: the map from its docids to the new ones (-1 for a dead document), and
+    the live documents' chunk ids and lengths."""
+    docid = np.asarray(docs["docid"], dtype=np.int64)
+    live = np.asarray(docs["live"], dtype=bool)
+    doc_of = np.full(int(docid.max()) + 1 if len(docid) else 0, -1, dtype=np.int64)
+    doc_of[docid[live]] = first + np.arange(int(live.sum()))
+    names = np.asarray(docs["name"], dtype=np.int64)[live]
+    return doc_of, names, np.asarray(docs["len"], dtype=np.int64)[live]
+
+
 def _decoded(rows: dict[str, object], doc_of: np.ndarray) -> tuple[np.ndarray, ...]:
     """(term, doc, tf) entries of postings rows, each doc renumbered through ``doc_of``;
     entries of documents it maps to -1 (no longer live) are left out."""
@@ -1007,29 +1019,27 @@ class KeywordIndex:
         chunks = f'"{self.db.catalog}".main.chunks'
         # Documents are numbered old's live ones first, then added's, each in its own
         # order: every term's documents stay ascending once renumbered.
-        kept = cur.execute(
-            f"SELECT docid, name, len FROM {old_schema}.docs "
-            f"WHERE name IN (SELECT id FROM {chunks}) ORDER BY docid"
-        ).fetchnumpy()
-        old_size = int(scalar(cur, f"SELECT coalesce(max(docid), -1) + 1 FROM {old_schema}.docs"))
-        kept_ids = np.asarray(kept["docid"], dtype=np.int64)
-        doc_of_old = np.full(old_size, -1, dtype=np.int64)
-        doc_of_old[kept_ids] = np.arange(len(kept_ids))
-        names = [np.asarray(kept["name"], dtype=np.int64)]
-        lengths = [np.asarray(kept["len"], dtype=np.int64)]
+        doc_of_old, old_names, old_lengths = _renumbered(
+            cur.execute(
+                f"SELECT docid, name, len, name IN (SELECT id FROM {chunks}) AS live "
+                f"FROM {old_schema}.docs ORDER BY docid"
+            ).fetchnumpy(),
+            0,
+        )
+        names, lengths = [old_names], [old_lengths]
         top_termid = int(scalar(cur, f"SELECT coalesce(max(termid), -1) FROM {old_schema}.dict"))
         doc_of_added = np.zeros(0, dtype=np.int64)
         new_terms = 0
         if added is not None:
             added_schema = f"fts_main_{added}"
-            docs = cur.execute(
-                f"SELECT docid, name, len FROM {added_schema}.docs ORDER BY docid"
-            ).fetchnumpy()
-            added_ids = np.asarray(docs["docid"], dtype=np.int64)
-            doc_of_added = np.full(int(added_ids.max()) + 1, -1, dtype=np.int64)
-            doc_of_added[added_ids] = len(kept_ids) + np.arange(len(added_ids))
-            names.append(np.asarray(docs["name"], dtype=np.int64))
-            lengths.append(np.asarray(docs["len"], dtype=np.int64))
+            doc_of_added, added_names, added_lengths = _renumbered(
+                cur.execute(
+                    f"SELECT docid, name, len, true AS live FROM {added_schema}.docs ORDER BY docid"
+                ).fetchnumpy(),
+                len(old_names),
+            )
+            names.append(added_names)
+            lengths.append(added_lengths)
             # A term old holds keeps its id there; a new one is numbered after old's.
             terms = cur.execute(
                 f"SELECT a.termid, coalesce(o.termid, -1) AS kept FROM {added_schema}.dict a "
