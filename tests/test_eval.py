@@ -68,3 +68,32 @@ def test_eval_train_split_reads_the_train_judgements(
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["split"] == "train"
     assert result["sets"][0]["queries"] == 1
+
+
+def _bench_module(name: str):  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_written_retrieval_sets_are_whole_and_split_into_training_and_checks() -> None:
+    """Constants are chosen on the training sets and reported on the checks: a set in both
+    lists, or a file in neither, would mix them up; a question pointing at a passage the
+    set does not hold would score 0 and pass unnoticed."""
+    bench = _bench_module("retrieval_multilingual")
+    assert not set(bench.TRAINING_SETS) & set(bench.CHECK_SETS)
+    files = {p.stem for p in bench.SETS.glob("*.json")}
+    assert files == set(bench.SET_NAMES)
+    for name in bench.SET_NAMES:
+        data = json.loads((bench.SETS / f"{name}.json").read_text(encoding="utf-8"))
+        ids = [doc_id for doc_id, _ in data["documents"]]
+        assert len(ids) == len(set(ids)) >= 20, name
+        assert [doc_id for doc_id, _ in data["queries"]] == ids, name
+        assert all(text.strip() for _, text in data["documents"] + data["queries"]), name
+        docs, _ids, queries, gold = bench.load_set(name, 0)
+        assert len(queries) == len(gold) == len(ids) and max(gold) < len(docs), name
