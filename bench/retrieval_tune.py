@@ -127,17 +127,22 @@ def ndcg(cache: dict, ranked_docs: dict[str, list[int]]) -> float:
     return total / max(1, len(cache["qrels"]))
 
 
+def chunk_lists(cache: dict, depth: int):
+    """Per query, the BM25 and dense chunks search fetches for ``depth`` documents (chunks
+    of documents no longer live left out)."""
+    doc_of = cache["document_of"]
+    return {
+        qid: tuple(prefix([x for x in ranked if x[0] in doc_of], doc_of, depth) for ranked in lists)
+        for qid, lists in cache["lists"].items()
+    }
+
+
 def doc_lists(cache: dict, depth: int):
     doc_of = cache["document_of"]
-    out = {}
-    for qid, (bm25, dense) in cache["lists"].items():
-        bm25 = [x for x in bm25 if x[0] in doc_of]
-        dense = [x for x in dense if x[0] in doc_of]
-        out[qid] = (
-            best_per_document(prefix(bm25, doc_of, depth), doc_of),
-            best_per_document(prefix(dense, doc_of, depth), doc_of),
-        )
-    return out
+    return {
+        qid: (best_per_document(bm25, doc_of), best_per_document(dense, doc_of))
+        for qid, (bm25, dense) in chunk_lists(cache, depth).items()
+    }
 
 
 def run_modes(cache: dict, params: FusionParams) -> dict[str, float]:
@@ -251,9 +256,7 @@ def _short_lists(cache: dict, params: FusionParams):
     builds them from the lists it fetched."""
     doc_of = cache["document_of"]
     out = {}
-    for qid, (bm25, dense) in cache["lists"].items():
-        bm25 = prefix([x for x in bm25 if x[0] in doc_of], doc_of, params.depth)
-        dense = prefix([x for x in dense if x[0] in doc_of], doc_of, params.depth)
+    for qid, (bm25, dense) in chunk_lists(cache, params.depth).items():
         fused = fuse(best_per_document(bm25, doc_of), best_per_document(dense, doc_of), params)
         out[qid] = (fused, passage_order([bm25, dense], doc_of))
     return out
@@ -376,12 +379,10 @@ def _joint_set(path: str) -> dict:
     (whatever the fusion constants, a re-scored document is scored by it) and its MaxSim."""
     with open(path, "rb") as handle:
         cache = pickle.load(handle)
-    doc_of = cache["document_of"]
-    chunks_of = {}
-    for qid, (bm25, dense) in cache["lists"].items():
-        bm25 = prefix([x for x in bm25 if x[0] in doc_of], doc_of, 100)
-        dense = prefix([x for x in dense if x[0] in doc_of], doc_of, 100)
-        chunks_of[qid] = passage_order([bm25, dense], doc_of)
+    chunks_of = {
+        qid: passage_order(lists, cache["document_of"])
+        for qid, lists in chunk_lists(cache, 100).items()
+    }
     needed = {chunks[0] for by_doc in chunks_of.values() for chunks in by_doc.values()}
     states = _token_states(path, cache, needed)
     late = {}
@@ -412,21 +413,15 @@ def _joint_set(path: str) -> dict:
 
 
 def _joint_ndcg(prepared: dict, fusion: FusionParams, weight: float) -> float:
-    ranked = {}
-    for qid, (bm25, dense) in prepared["lists"].items():
-        if qid in prepared["keyword_alone"]:
-            ranked[qid] = [d for d, _ in bm25]
-            continue
-        fused = fuse(bm25, dense, fusion)
-        if weight:
-            late = prepared["late"][qid]
-            fused = rerank(
-                fused,
-                prepared["chunks_of"][qid],
-                lambda ids, late=late: {c: late[c] for c in ids if c in late},
-                RerankParams(weight=weight),
-            )
-        ranked[qid] = [d for d, _ in fused]
+    lists, keyword_alone = prepared["lists"], prepared["keyword_alone"]
+    short = {
+        q: (fuse(bm25, dense, fusion), prepared["chunks_of"][q])
+        for q, (bm25, dense) in lists.items()
+        if q not in keyword_alone
+    }
+    # Weight 0 leaves the fused order as it is (``rerank``).
+    ranked = _reranked(short, prepared["late"], RerankParams(weight=weight))
+    ranked.update({q: [d for d, _ in lists[q][0]] for q in keyword_alone})
     return ndcg(prepared["cache"], ranked)
 
 

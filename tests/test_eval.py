@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import retrieval_multilingual as bench
 from core.cli import main
 
 DOCS = {
@@ -70,22 +71,10 @@ def test_eval_train_split_reads_the_train_judgements(
     assert result["sets"][0]["queries"] == 1
 
 
-def _bench_module(name: str):  # type: ignore[no-untyped-def]
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_written_retrieval_sets_are_whole_and_split_into_training_and_checks() -> None:
     """Constants are chosen on the training sets and reported on the checks: a set in both
     lists, or a file in neither, would mix them up; a question pointing at a passage the
     set does not hold would score 0 and pass unnoticed."""
-    bench = _bench_module("retrieval_multilingual")
     assert not set(bench.TRAINING_SETS) & set(bench.CHECK_SETS)
     files = {p.stem for p in bench.SETS.glob("*.json")}
     assert files == set(bench.SET_NAMES)
