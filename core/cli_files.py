@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.records import FILE_STATUSES, FileEntry
+from core.terminal import printable
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -67,7 +68,8 @@ def cmd_files(args: argparse.Namespace) -> int:
 
 def file_lines(entries: Sequence[FileEntry]) -> list[str]:
     """One line per file (state, pages, passages, when indexed, path and reason), then a
-    total by state."""
+    total by state. Names and reasons are shown escaped where they hold control or bidi
+    characters (core/terminal.py): a file name must not break its line or reorder it."""
     lines = [f"{'STATE':<13} {'PAGES':>5} {'PASSAGES':>8}  {'INDEXED':<16}  FILE"]
     for e in entries:
         when = (
@@ -83,8 +85,8 @@ def file_lines(entries: Sequence[FileEntry]) -> list[str]:
         if e.ocr:
             note = "; ".join(x for x in (note, "read by OCR") if x)
         lines.append(
-            f"{e.status:<13} {pages:>5} {passages:>8}  {when:<16}  {e.path}"
-            + (f": {note}" if note else "")
+            f"{e.status:<13} {pages:>5} {passages:>8}  {when:<16}  {printable(e.path)}"
+            + (f": {printable(note)}" if note else "")
         )
     counts = Counter(e.status for e in entries)
     tally = ", ".join(f"{counts[s]} {s}" for s in FILE_STATUSES if counts.get(s))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 import threading
@@ -22,6 +23,34 @@ from core.records import IndexProgress
 
 Handler = Callable[[argparse.Namespace], int]
 
+# A day: longer waits overflow the timers of the threads that poll and reconcile
+# ("--poll-interval inf" killed the polling thread with an OverflowError while the
+# command went on saying it polled).
+MAX_INTERVAL_S = 86_400.0
+
+
+def interval(text: str) -> float:
+    """argparse type for ``--poll-interval``: seconds, above 0 and at most a day."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_INTERVAL_S:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds above 0 and at most {MAX_INTERVAL_S:g}, not {text}"
+        )
+    return value
+
+
+def interval_or_never(text: str) -> float:
+    """argparse type for ``--reconcile``: ``interval``, or 0 for never."""
+    try:
+        if float(text) == 0:
+            return 0.0
+    except ValueError:
+        pass
+    return interval(text)
+
 
 def register(subparsers: Any) -> dict[str, Handler]:
     p = subparsers.add_parser("watch", help="index folders, then follow their changes until Ctrl-C")
@@ -30,10 +59,11 @@ def register(subparsers: Any) -> dict[str, Handler]:
     )
     p.add_argument(
         "--reconcile",
-        type=float,
+        type=interval_or_never,
         default=60.0,
         metavar="SECONDS",
-        help="how often to re-check every folder for changes no event reported (default 60)",
+        help="how often to re-check every folder for changes no event reported "
+        "(default 60; 0: never)",
     )
     p.add_argument(
         "--poll",
@@ -41,7 +71,7 @@ def register(subparsers: Any) -> dict[str, Handler]:
         help="check folders by polling instead of file-system events (network drives)",
     )
     p.add_argument(
-        "--poll-interval", type=float, default=5.0, metavar="SECONDS", help="(default 5)"
+        "--poll-interval", type=interval, default=5.0, metavar="SECONDS", help="(default 5)"
     )
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     return {"watch": cmd_watch}

@@ -100,12 +100,27 @@ def _url_problem(error: str) -> str:
 
 
 @dataclass(frozen=True)
+class ReplacedSetting:
+    """A value in settings.json outside its setting's range, and the one used instead."""
+
+    name: str
+    given: object
+    used: object
+    message: str
+    hint: str
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=data_dir)
     llm_kind: str = "ollama"  # "ollama" or "openai" (any OpenAI-compatible server)
     llm_url: str = ""  # empty means OLLAMA_HOST or the Ollama default
     llm_model: str = "llama3.2"
     llm_api_key: str = ""
+    # How long a model server that is alive (it answers a status check) may take to read
+    # the question and sources before its first word: a CPU-only server read 1.1-1.6k
+    # tokens in 80-528 s here. A server that stops answering is given up on in ~30 s.
+    llm_first_token_timeout_s: float = 900.0
     top_k: int = 6
     candidates: int = 100  # distinct documents per retriever, before fusion
     rrf_k: int = 60  # only for fusion "rrf"
@@ -116,6 +131,9 @@ class Settings:
     # An answer's candidate sources are put in order by the LLM itself first
     # (core/llm_rerank.py): seconds before the answer starts, so off unless asked for.
     llm_rerank: bool = False
+    # The sources a model reads are the passages found widened to their neighbouring
+    # chunks of the same section, as far as the prompt has room (core/generation/widen.py).
+    small_to_big: bool = False
     # One of core.embedding.MODELS; changing it re-embeds the library (never mixed).
     embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     chunk_overlap_sentences: int = 0
@@ -131,6 +149,9 @@ class Settings:
     embed_batch_size: int = 32
     index_when: str = "always"  # one of INDEX_WHEN
     index_cpu_share: int = 50  # percent of all cores, for index_when "share"
+    # Values of settings.json that were out of range when it was loaded, with the value
+    # used instead: the CLI and the app say them when the library opens. Not a setting.
+    replaced: tuple[ReplacedSetting, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def db_path(self) -> Path:
@@ -158,7 +179,7 @@ class Settings:
         return urllib.parse.urlunsplit(parts)
 
     def save(self) -> None:
-        data = {k: v for k, v in asdict(self).items() if k != "home"}
+        data = {k: v for k, v in asdict(self).items() if k not in ("home", "replaced")}
         data["ignore_patterns"] = list(self.ignore_patterns)
         tmp = self.settings_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
@@ -174,7 +195,8 @@ def load_settings(home: Path | None = None) -> Settings:
     if not path.exists():
         return base
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        # utf-8-sig: Notepad and other editors start a UTF-8 file with a byte-order mark.
+        raw = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"The settings file {path} could not be read: {exc}") from exc
     if not isinstance(raw, dict):
@@ -185,24 +207,60 @@ def load_settings(home: Path | None = None) -> Settings:
     values = {
         f.name: _checked_value(f.name, raw[f.name], f.default, path)
         for f in fields(Settings)
-        if f.name != "home" and f.name in raw
+        if f.name not in ("home", "replaced") and f.name in raw
     }
-    return replace(base, **values)
+    replaced = []
+    for name, value in list(values.items()):
+        if name in NUMERIC_BOUNDS:
+            used = _in_bounds(name, value, path)
+            if isinstance(used, ReplacedSetting):
+                replaced.append(used)
+                values[name] = used.used
+    return replace(base, **values, replaced=tuple(replaced))
 
 
-# Settings that count something: zero or less would break retrieval or indexing later.
-_AT_LEAST_ONE = frozenset(
-    {
-        "top_k",
-        "candidates",
-        "rrf_k",
-        "parse_memory_mb",
-        "embed_batch_size",
-        "parse_timeout_s",
-        "ocr_timeout_s",
-        "ocr_memory_mb",
-    }
-)
+# Every numeric setting's range, both ends included. A value outside it is not refused
+# (the app would not even open) but replaced by the default, and said: `{"candidates":
+# 1e12}` ran out of memory after two minutes of searching, and chunk_overlap_sentences
+# 1e9 re-queued every passage of the library. The default rather than the nearest end:
+# a setting that is part of the index (the overlap) would still re-index everything.
+# tests/test_hostile_env.py checks that every numeric setting is here.
+NUMERIC_BOUNDS: dict[str, tuple[float, float]] = {
+    "llm_first_token_timeout_s": (1, 86_400),
+    "top_k": (1, 100),
+    "candidates": (1, 1_000),
+    "rrf_k": (1, 1_000),
+    "chunk_overlap_sentences": (0, 10),
+    "parse_timeout_s": (1, 3_600),
+    "parse_memory_mb": (64, 65_536),
+    "ocr_timeout_s": (1, 86_400),
+    "ocr_memory_mb": (64, 65_536),
+    "embed_batch_size": (1, 1_024),
+    "index_cpu_share": (1, 100),
+}
+
+
+def _in_bounds(name: str, value: Any, path: Path) -> Any:
+    """``value`` when it is within its setting's bounds, else a ReplacedSetting."""
+    low, high = NUMERIC_BOUNDS[name]
+    if low <= value <= high:  # False for NaN too
+        return value
+    default = next(f.default for f in fields(Settings) if f.name == name)
+    whole = isinstance(default, int)
+    expected = f"{'a whole number' if whole else 'a number'} from {low:g} to {high:g}" + (
+        "" if whole or not name.endswith("_s") else " (seconds)"
+    )
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    if len(shown) > 40:
+        shown = f"{shown[:20]}…"
+    return ReplacedSetting(
+        name,
+        value,
+        default,
+        f"The setting {name!r} in {path} is {shown}, which is not {expected}; Lectern uses "
+        f"{default:g} instead.",
+        f"Change {name!r} in {path} to {expected}, or remove the line to use the default.",
+    )
 
 
 def _checked_value(name: str, value: object, default: object, path: Path) -> Any:
@@ -220,25 +278,20 @@ def _checked_value(name: str, value: object, default: object, path: Path) -> Any
         return value
     if name == "index_when" and value not in INDEX_WHEN:
         raise bad('one of "always", "idle" or "share"')
-    if name == "index_cpu_share" and (
-        isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100
-    ):
-        raise bad("a whole number from 1 to 100")
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise bad("true or false")
         return value
+    # Numbers of the right kind are checked against NUMERIC_BOUNDS by the caller.
     if isinstance(default, int):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)  # JSON's 1e3 or 5.0: a whole number written as a float
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad("a whole number")
-        if value < (1 if name in _AT_LEAST_ONE else 0):
-            raise bad("a whole number of at least 1" if name in _AT_LEAST_ONE else "0 or more")
         return value
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad("a number")
-        if value <= 0 and name in _AT_LEAST_ONE:
-            raise bad("a number above 0")
         return float(value)
     if isinstance(default, str):
         if not isinstance(value, str):

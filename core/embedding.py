@@ -405,13 +405,45 @@ def plan_batches(lengths: Sequence[int], max_texts: int, max_tokens: int) -> lis
     return batches
 
 
+# A sentence-transformers model folder whose modules this encoder reproduces: the
+# transformer, mean pooling, then L2 normalisation.
+_EXPECTED_MODULES = (
+    "sentence_transformers.models.Transformer",
+    "sentence_transformers.models.Pooling",
+    "sentence_transformers.models.Normalize",
+)
+
+
+def sentence_transformer_layout(path: Path) -> int:
+    """The vector size of the sentence-transformers model in ``path``, after checking
+    that its modules are the ones the encoder runs by hand (transformer, mean pooling,
+    normalisation): read from its own files, so the library need not be imported."""
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+        types = tuple(str(m.get("type", "")) for m in sorted(modules, key=lambda m: m["idx"]))
+        pooling_dir = next(str(m.get("path", "")) for m in modules if m["idx"] == 1)
+        pooling = json.loads((path / pooling_dir / "config.json").read_text(encoding="utf-8"))
+        dim = int(pooling["word_embedding_dimension"])
+    except (OSError, ValueError, KeyError, TypeError, StopIteration, AttributeError) as exc:
+        raise ModelLoadError(f"The embedding model could not be loaded: {exc}") from exc
+    if types != _EXPECTED_MODULES:
+        raise ModelLoadError(
+            f"The embedding model's modules are not the expected ones: {', '.join(types)}."
+        )
+    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v}
+    if modes != {"pooling_mode_mean_tokens"}:
+        raise ModelLoadError("The embedding model's pooling is not the expected mean pooling.")
+    return dim
+
+
 class SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 on the CPU, in the precision, thread count and sub-batch size
     measured fastest on this machine (cached; see EncodingChoice).
 
-    The weights load through sentence-transformers; encoding runs the BERT module
-    directly (mean pooling, L2 norm, as the model's own modules do) so one embed() call
-    tokenizes once, sorts by token count and runs pre-emptible sub-batches."""
+    The weights load through transformers (the folder's sentence-transformers layout
+    checked from its files); encoding runs the BERT module directly (mean pooling, L2
+    norm, as the model's own modules do) so one embed() call tokenizes once, sorts by
+    token count and runs pre-emptible sub-batches."""
 
     max_tokens = MAX_SEQ_TOKENS
     width_step = WIDTH_STEP  # bench/encoding_shapes.py sets 1 on an instance to compare
@@ -430,21 +462,22 @@ class SentenceTransformerEmbedder:
         self._path = model_path or bundled_model_path()
         self._lane = PriorityLane()
         preload_torch_libraries()
+        self.dim = sentence_transformer_layout(self._path)
         try:
             import torch
-            from sentence_transformers import SentenceTransformer
             from tokenizers import Tokenizer
+            from transformers import AutoModel
 
-            model = SentenceTransformer(str(self._path), device="cpu", local_files_only=True)
-            bert: Any = model[0].auto_model
+            # The weights as sentence-transformers' Transformer module loads them (an
+            # AutoModel from the same folder), without importing sentence-transformers:
+            # it brings scikit-learn and SciPy along, a second of CPU and 70 MB that the
+            # encoder never uses (issue 33).
+            bert: Any = AutoModel.from_pretrained(str(self._path), local_files_only=True)
             tokenizer = Tokenizer.from_file(str(self._path / "tokenizer.json"))
         except Exception as exc:
             raise ModelLoadError(f"The embedding model could not be loaded: {exc}") from exc
-        if len(model) != 3 or getattr(model[1], "pooling_mode", None) != "mean":
-            raise ModelLoadError("The embedding model's pooling is not the expected mean pooling.")
         self._torch = torch
         self._bert = bert.eval()
-        self.dim = int(model.get_embedding_dimension() or 0)
         tokenizer.enable_truncation(MAX_SEQ_TOKENS)  # with [CLS] and [SEP], as the model reads
         tokenizer.no_padding()
         self._tokenizer = tokenizer

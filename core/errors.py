@@ -125,6 +125,19 @@ class StreamInterruptedError(LLMError):
 class ContextTooSmallError(LLMError):
     default_hint = "Use a model with a larger context window, or ask for fewer sources."
 
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        n_ctx: int | None = None,
+        n_prompt_tokens: int | None = None,
+    ) -> None:
+        super().__init__(message, hint)
+        # What the server counted, where it says: the prompt can be cut to fit and resent.
+        self.n_ctx = n_ctx
+        self.n_prompt_tokens = n_prompt_tokens
+
 
 # --- the library's own files -----------------------------------------------------
 
@@ -159,6 +172,35 @@ class UnreplayableLogError(StoreError):
     """A write-ahead log cannot be replayed; recovery sets it aside."""
 
     default_hint = "Lectern keeps the log aside and redoes the last changes from your files."
+
+
+class ReadOnlyLibraryError(StoreError):
+    """The library's data folder can be read but not written (a read-only disk or
+    mount): the library opens for reading, and indexing or saving says this."""
+
+    default_hint = (
+        "Search and your conversations work as they are. To index, make the folder "
+        "writable again (or copy it to a writable disk and set LECTERN_HOME to the copy)."
+    )
+
+    def __init__(self, message: str, hint: str | None = None, *, path: str = "") -> None:
+        super().__init__(message, hint)
+        self.path = path
+
+
+class LibraryAccessError(StoreError):
+    """A file in the library's data folder cannot be opened as it is (permission denied,
+    a folder in its place): the file is named and nothing is changed."""
+
+    default_hint = (
+        "Give your user read and write access to that file and to the library's data "
+        "folder (or move what is in its way), then try again; nothing in the library "
+        "was changed."
+    )
+
+    def __init__(self, message: str, hint: str | None = None, *, path: str = "") -> None:
+        super().__init__(message, hint)
+        self.path = path
 
 
 # --- conversations ---------------------------------------------------------------

@@ -140,6 +140,8 @@ class _RunState:
     total: int
     existing: set[str]
     progress: ProgressCallback | None
+    paths: tuple[str, ...] = ()  # the files to read, for a question asked meanwhile
+    written: list[str] = field(default_factory=list)  # in the order written
     done: int = 0
     chunks_written: int = 0
     passages_total: int = 0
@@ -158,7 +160,7 @@ class _RunState:
     failures: list[tuple[str, str]] = field(default_factory=list)
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
-            ("added", "updated", "failed", "skipped", "embedded", "reused"), 0
+            ("added", "updated", "failed", "skipped", "embedded", "reused", "gone"), 0
         )
     )
 
@@ -226,6 +228,40 @@ class Indexer:
         # How fast runs may go (always, only while the computer is idle, a CPU share);
         # the parser process's CPU counts as the indexer's.
         self.throttle = Throttle(helper_pids=lambda: (parser.worker_pid,))
+        # The run in progress (see not_searchable); None between runs.
+        self._active: _RunState | None = None
+        # Held while a run writes a file and while a deletion seen during the run is
+        # applied (remove_gone): a file deleted meanwhile is never written back.
+        self._gone_lock = threading.Lock()
+        self._removed_meanwhile = False  # remove_gone ran during this run: donors may be gone
+
+    def not_searchable(self, folders: Sequence[str] = ()) -> tuple[int, int]:
+        """While a run goes: how many of the files it is to read are not searchable yet,
+        of how many (only those under ``folders`` when given); (0, 0) between runs. Safe
+        from any thread: a question asked meanwhile says so rather than "not found"."""
+        run = self._active
+        if run is None:
+            return 0, 0
+        searchable = set(run.written[: run.files_searchable])
+        inside = [p for p in run.paths if not folders or _root_of(p, folders) is not None]
+        return sum(p not in searchable for p in inside), len(inside)
+
+    def remove_gone(self, folders: Sequence[str], paths: Iterable[str]) -> int:
+        """Forget the documents at or under ``paths`` that are no longer on disk, while a
+        run goes: the folder watcher calls it when files are deleted or renamed during a
+        long run, which would otherwise leave them listed and searchable until the run
+        ends. Safe beside the run (it does not wait for it); returns documents removed."""
+        gone = [p for p in paths if not os.path.lexists(p)]
+        if not gone:
+            return 0
+        # The plan decides what "under" means (a folder's files, a mail's attachments).
+        stale = self.plan(folders, only=gone).to_remove
+        with self._gone_lock:
+            removed = self.remove_paths([p for p in stale if not os.path.lexists(p)])
+            if removed:
+                self._removed_meanwhile = True
+        # The vector file is saved by the run (it is checked against the database at open).
+        return removed
 
     # --- planning ---------------------------------------------------------------
 
@@ -316,7 +352,10 @@ class Indexer:
         controls: Controls | None = None,
     ) -> IndexReport:
         with self.lock:
-            return self._run(folders, only, progress, controls or Controls())
+            try:
+                return self._run(folders, only, progress, controls or Controls())
+            finally:
+                self._active = None
 
     def _run(
         self,
@@ -340,7 +379,10 @@ class Indexer:
             total=len(plan.to_index),
             existing=self.store.indexed_before([f.path for f in plan.to_index]),
             progress=progress,
+            paths=tuple(f.path for f in plan.to_index),
         )
+        self._active = run
+        self._removed_meanwhile = False
         embedded, chunks = self.store.embedding_counts()
         run.passages_total = chunks - embedded  # left by an earlier run (cancelled, killed)
         run.report()
@@ -390,7 +432,7 @@ class Indexer:
         return IndexReport(
             added=counts["added"],
             updated=counts["updated"],
-            removed=removed,
+            removed=removed + counts["gone"],
             unchanged=plan.unchanged + len(plan.touched),
             failed=counts["failed"],
             skipped=counts["skipped"],
@@ -573,11 +615,52 @@ class Indexer:
                 if not run.pace():
                     break  # cancelled while waiting: not written, so read again next run
                 self._ensure_space(run.total - run.done, run.chunks_written, run.done)
-                self._record(run, item, self._write(item, self._known_vectors))
+                item, written = self._write_present(run, item)
+                if written is None:
+                    self._record_gone(run, item)
+                else:
+                    self._record(run, item, written)
                 wrote = True
         return wrote, finished, ocr_starts
 
+    def _write_present(
+        self, run: _RunState, prepared: PreparedFile
+    ) -> tuple[PreparedFile, list[DocumentWrite] | None]:
+        """Write ``prepared`` unless its file was deleted since it was read: then None,
+        and what it had in the library goes instead. A file to be copied from a donor
+        that the watcher removed meanwhile (remove_gone) is read itself (the file as
+        written is returned)."""
+        while True:
+            read_again = False
+            with self._gone_lock:
+                if not os.path.lexists(prepared.info.path):
+                    run.counts["gone"] += self.remove_paths([prepared.info.path])
+                    return prepared, None
+                if prepared.reuse_from is not None and self._removed_meanwhile:
+                    donor = self.store.donor(
+                        prepared.content_hash, self.index_config, prepared.info.path
+                    )
+                    prepared = replace(prepared, reuse_from=donor)
+                    read_again = donor is None
+                if not read_again:
+                    return prepared, self._write(prepared, self._known_vectors)
+            # Read outside the lock, which a deletion waits for.
+            info, digest, doc_type = prepared.info, prepared.content_hash, prepared.doc_type
+            parsed = self._read(info, digest, doc_type, self.parser.parse)
+            prepared = (
+                parsed
+                if isinstance(parsed, PreparedFile)
+                else self._chunked(info, digest, doc_type, parsed)
+            )
+
+    def _record_gone(self, run: _RunState, prepared: PreparedFile) -> None:
+        """A file of the run deleted before it was written: done, and not in the library."""
+        run.written.append(prepared.info.path)
+        run.done += 1
+        run.report(prepared.info.path)
+
     def _record(self, run: _RunState, prepared: PreparedFile, written: list[DocumentWrite]) -> None:
+        run.written.append(prepared.info.path)
         run.done += 1
         if prepared.state is DocState.FAILED:
             run.counts["failed"] += 1

@@ -218,8 +218,25 @@ def error_from_wire(wire: Mapping[str, Any]) -> LecternError:
 def event_to_wire(event: Event) -> dict[str, object]:
     """One answer event as ``lectern ask --json`` writes its parts, plus what the
     command needs to print the answer and its sources as text."""
-    from core.qa import CitationsEvent, DoneEvent, ErrorEvent, SourcesEvent, TokenEvent
+    from core.qa import (
+        CitationsEvent,
+        DoneEvent,
+        DraftEvent,
+        ErrorEvent,
+        SourcesEvent,
+        StatusEvent,
+        TokenEvent,
+    )
 
+    if isinstance(event, DraftEvent):
+        return {
+            "type": "draft",
+            "answer": event.answer,
+            "citations": [citation_to_wire(c) for c in event.citations],
+            "declined": event.declined,
+        }
+    if isinstance(event, StatusEvent):
+        return {"type": "status", "message": event.message, "kind": event.kind}
     if isinstance(event, SourcesEvent):
         return {
             "type": "sources",
@@ -252,12 +269,22 @@ def event_from_wire(wire: Mapping[str, Any]) -> Event:
     from core.qa import (
         CitationsEvent,
         DoneEvent,
+        DraftEvent,
         ErrorEvent,
         SourcesEvent,
+        StatusEvent,
         TokenEvent,
     )
 
     kind = wire.get("type")
+    if kind == "draft":
+        return DraftEvent(
+            str(wire["answer"]),
+            tuple(citation_from_wire(c) for c in wire["citations"]),
+            bool(wire.get("declined")),
+        )
+    if kind == "status":
+        return StatusEvent(str(wire["message"]), str(wire["kind"]))
     if kind == "sources":
         return SourcesEvent(
             tuple(hit_from_wire(h) for h in wire["hits"]), str(wire.get("question", ""))

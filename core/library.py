@@ -22,7 +22,13 @@ import duckdb
 from core.chunking import Chunker
 from core.config import Settings, load_settings
 from core.embedding import MODELS, Embedder, WordPieceCounter, load_embedder
-from core.errors import DiskFullError, LecternError
+from core.errors import (
+    DamagedStoreError,
+    DiskFullError,
+    LecternError,
+    ReadOnlyLibraryError,
+    StoreError,
+)
 from core.fusion import fusion_params
 from core.indexer import Controls, Indexer, ProgressCallback
 from core.ingest.ocr import OcrOptions
@@ -50,9 +56,10 @@ from core.store import ocr as ocr_store
 from core.store.backup import RecordBackup
 from core.store.collections import CollectionStore
 from core.store.conversations import ConversationStore
+from core.store.db import classify_open_error, named_file
 from core.store.documents import DocumentStore
 from core.store.keyword import KeywordIndex
-from core.store.recovery import open_database
+from core.store.recovery import open_database, start_anew
 from core.store.reembed import ReembedStore
 from core.store.vectors import VectorIndex
 
@@ -89,15 +96,20 @@ class Library:
         self._reembedding: Reembedding | None = None
         self._switch_paused = False  # the app paused indexing: a switch waits too
         self.db, notices = open_database(self.settings.db_path)
+        self.read_only = self.db.read_only
         # What was repaired at open, for the user to be told once (the CLI on standard
         # error, the app in its status bar); `lectern status` shows the recent ones.
         self.recovery_notices: list[RecoveryNotice] = []
         self.backup = RecordBackup(self.settings.home / "backup")
-        self.store = DocumentStore(self.db)
-        self.conversations = ConversationStore(self.db, self.backup)
-        self.collection_store = CollectionStore(self.db)
-        self.keyword = KeywordIndex(self.db, self.settings.home / KEYWORD_FILE)
-        self.reembed_store = ReembedStore(self.db)
+        self._vectors: VectorIndex | None = None
+        self._chunker: Chunker | None = None
+        self._retriever: Retriever | None = None
+        self._open_record(notices)
+        # Values of settings.json out of range, said once with the value used instead
+        # (core/config.py); not kept as repairs: the file says so until it is changed.
+        self.recovery_notices[:0] = [
+            RecoveryNotice("setting_replaced", r.message, r.hint) for r in self.settings.replaced
+        ]
         self.parser = ParserPool(
             self.settings.parse_timeout_s,
             self.settings.parse_memory_mb,
@@ -108,27 +120,6 @@ class Library:
                 self.settings.ocr_memory_mb,
             ),
         )
-        self._vectors: VectorIndex | None = None
-        self._chunker: Chunker | None = None
-        self._retriever: Retriever | None = None
-        self._restore_record(notices)
-        self._check_index_config()
-        if self.keyword.recovery and self.keyword.recovery != "upgrading":
-            # (An older keyword format being rebuilt is not damage: status says
-            # "rebuilding" meanwhile, and no repair is reported.)
-            self._notice(
-                RecoveryNotice(
-                    "keyword_rebuilding",
-                    "The keyword index could not be opened, so it is being rebuilt in the "
-                    "background; meanwhile search finds passages by meaning.",
-                    "Nothing needs doing.",
-                    kept_at=str(self.keyword.kept_at or ""),
-                )
-            )
-        if not self.keyword.is_current():
-            # A run was interrupted after committing chunks but before publishing them
-            # (quick: a delta), or the keyword file is new (a rebuild, in the background).
-            self._refresh_keywords_at_open()
         self.indexer = Indexer(
             self.store,
             self.keyword,
@@ -156,8 +147,82 @@ class Library:
 
     # --- repairs at open ----------------------------------------------------------------
 
+    def _open_record(self, notices: Sequence[RecoveryNotice]) -> None:
+        """The stores over the database and the keyword file, and the repairs made at
+        open. The database has answered its first reads in ``open_database``; a block
+        first read here (folders and conversations for the backup, the configuration)
+        can still turn out damaged. That failure is classified like one at connect:
+        damage to the database sets it aside and starts anew from the backup (once),
+        anything else is said as what it is, never as a bare DuckDB error."""
+        try:
+            self._open_parts(notices)
+            return
+        except duckdb.Error as exc:
+            error = self._classify_failed_open(exc)
+            if not isinstance(error, DamagedStoreError) or self.read_only:
+                raise error from exc
+            self.db, notice = start_anew(self.settings.db_path, error)
+        try:
+            self._open_parts([notice])
+        except duckdb.Error as exc:
+            raise self._classify_failed_open(exc) from exc
+
+    def _classify_failed_open(self, exc: duckdb.Error) -> StoreError:
+        keyword = getattr(self, "keyword", None)
+        if keyword is not None:
+            keyword.close()
+        self.db.close()
+        path = self.settings.db_path
+        named = named_file(exc)
+        if named is not None and named not in (path, Path(f"{path}.wal")):
+            # Another file's (a derived one's, which its own open repairs): said.
+            error = classify_open_error(named, exc)
+            return StoreError(error.message) if isinstance(error, DamagedStoreError) else error
+        return classify_open_error(path, exc)
+
+    def _open_parts(self, notices: Sequence[RecoveryNotice]) -> None:
+        self.read_only = self.db.read_only
+        self.recovery_notices = []
+        self.store = DocumentStore(self.db)
+        self.conversations = ConversationStore(self.db, self.backup)
+        self.collection_store = CollectionStore(self.db)
+        # A database started anew after damage numbers its chunks from 1 again: the
+        # keyword file built from the old one is emptied and rebuilt.
+        rebuilt = any(n.kind == "library_rebuilt" for n in notices)
+        self.keyword = KeywordIndex(self.db, self.settings.home / KEYWORD_FILE, stale=rebuilt)
+        self.reembed_store = ReembedStore(self.db)
+        self._restore_record(notices)
+        self._check_index_config()
+        if self.keyword.recovery == "unavailable":
+            self._notice(
+                RecoveryNotice(
+                    "keyword_unavailable",
+                    "The keyword index cannot be used and the library's folder is "
+                    "read-only, so it cannot be rebuilt: search finds passages by meaning.",
+                    "Make the folder writable and open Lectern again to rebuild it.",
+                )
+            )
+        elif self.keyword.recovery and self.keyword.recovery != "upgrading":
+            # (An older keyword format being rebuilt is not damage: status says
+            # "rebuilding" meanwhile, and no repair is reported.)
+            self._notice(
+                RecoveryNotice(
+                    "keyword_rebuilding",
+                    "The keyword index could not be opened, so it is being rebuilt in the "
+                    "background; meanwhile search finds passages by meaning.",
+                    "Nothing needs doing.",
+                    kept_at=str(self.keyword.kept_at or ""),
+                )
+            )
+        if not self.keyword.is_current() and not self.read_only:
+            # A run was interrupted after committing chunks but before publishing them
+            # (quick: a delta), or the keyword file is new (a rebuild, in the background).
+            self._refresh_keywords_at_open()
+
     def _notice(self, notice: RecoveryNotice) -> None:
         self.recovery_notices.append(notice)
+        if self.read_only:
+            return  # told now; a read-only library keeps no history
         try:
             log = json.loads(self.db.get_meta(_RECOVERY_KEY, "[]") or "[]")
             log = [*log, notice.to_json()][-20:]
@@ -178,12 +243,17 @@ class Library:
         conversations from the backup; on a first open with no backup yet, make one."""
         for notice in notices:
             self._notice(notice)
+        if self.read_only:
+            return
         if any(n.kind in ("library_rebuilt", "log_set_aside", "log_cut_short") for n in notices):
             self.store.add_folders(self.backup.load_folders())
             self.conversations.restore(self.backup.load_conversations())
             self._restore_collections()
-        elif not self.backup.exists():
+        elif not self.backup.exists() or self.backup.unreadable():
+            # A first open, or a backup file cut short or garbled: written again from
+            # the record now, while the record is whole.
             self.backup.save_folders(self.folders())
+            self.backup.save_collections([c.to_json() for c in self.collections()])
             self.conversations.back_up_all()
 
     def _refresh_keywords_at_open(self) -> None:
@@ -240,19 +310,21 @@ class Library:
     def retriever(self) -> Retriever:
         if self._retriever is not None:
             return self._retriever
-        # Loaded outside ``_lock``, each under its own lock (the model takes seconds).
-        vectors, embedder = self.vectors, self.embedder
         with self._lock:
             if self._retriever is None:
+                # The model and the vector file are handed over as loaders: a keyword
+                # search never imports the model (seconds and half a gigabyte, issue 33);
+                # the first search that needs meaning loads each, under its own lock.
                 self._retriever = Retriever(
                     self.db,
                     self.keyword,
-                    vectors,
-                    embedder,
+                    self._vectors if self._vectors is not None else (lambda: self.vectors),
+                    self._embedder if self._embedder is not None else (lambda: self.embedder),
+                    model_id=self._model_id,
                     candidates=self.settings.candidates,
                     rrf_k=self.settings.rrf_k,
                     fusion=self.settings.fusion,
-                    params=fusion_params(embedder.model_id, self.settings.candidates),
+                    params=fusion_params(self._model_id, self.settings.candidates),
                     second_stage=RerankParams() if self.settings.rerank else None,
                 )
             return self._retriever
@@ -270,6 +342,14 @@ class Library:
         in the background (core/reembed.py); any other change drops every chunk and
         queues every document for re-indexing."""
         stored = self.db.get_meta("index_config")
+        if self.read_only:
+            # Nothing is re-embedded or dropped in a library that cannot be written:
+            # search uses the model its vectors were made with.
+            if stored is not None:
+                self._model_id = self._target_model = stored.split("|", 1)[0]
+                if self._embedder is not None and self._embedder.model_id != self._model_id:
+                    self._embedder = None
+            return
         if stored == self.index_config:
             # Changed back before a background switch finished: it is dropped.
             self.reembed_store.cancel()
@@ -459,7 +539,7 @@ class Library:
         recorded = self.db.get_meta(_DEVICE_KEY + folder)
         if recorded is not None and recorded != str(st.st_dev) and empty:
             return False
-        if recorded != str(st.st_dev):
+        if recorded != str(st.st_dev) and not self.read_only:
             try:
                 with self.db.transaction() as cur:
                     self.db.set_meta(_DEVICE_KEY + folder, str(st.st_dev), cur)
@@ -477,6 +557,7 @@ class Library:
         controls: Controls | None = None,
     ) -> IndexReport:
         """Index ``paths`` (recording them as library folders), or every known folder."""
+        self._refuse_indexing_if_read_only()
         if paths:
             for path in paths:
                 self.add_folder(path)
@@ -496,6 +577,7 @@ class Library:
         """Reconcile library folders (all, or these) with the disk, without adding any:
         a cheap stat-only pass that re-reads only files whose size or mtime changed.
         Offline folders are marked and left alone."""
+        self._refuse_indexing_if_read_only()
         known = self.folders()
         wanted = {normalize_folder(f) for f in folders} if folders is not None else None
         targets = [f for f in known if wanted is None or f in wanted]
@@ -510,14 +592,35 @@ class Library:
         controls: Controls | None = None,
     ) -> IndexReport:
         """Re-check just these paths (changed, created or deleted) against the disk."""
+        self._refuse_indexing_if_read_only()
         folders = [f for f in self.folders() if self.folder_online(f)]
         return self.indexer.run(
             folders, only=[normalize_folder(p) for p in paths], progress=progress, controls=controls
         )
 
-    def retry(self, path: str) -> IndexReport:
-        self.store.mark_pending(normalize_folder(path))
-        return self.sync_files([path])
+    def retry(
+        self,
+        paths: str | Sequence[str],
+        *,
+        progress: ProgressCallback | None = None,
+        controls: Controls | None = None,
+    ) -> IndexReport:
+        """Read these files again (those that failed, say), all in one run: its report
+        counts every one of them."""
+        chosen = [paths] if isinstance(paths, str) else list(paths)
+        for path in chosen:
+            self.store.mark_pending(normalize_folder(path))
+        return self.sync_files(chosen, progress=progress, controls=controls)
+
+    def _refuse_indexing_if_read_only(self) -> None:
+        if self.read_only:
+            folder = self.settings.home
+            raise ReadOnlyLibraryError(
+                f"Lectern cannot index: the library's folder {folder} is read-only (a "
+                "read-only disk or mount), so nothing can be added to the library or "
+                "brought up to date.",
+                path=str(folder),
+            )
 
     def _mark_online(self, folders: Sequence[str]) -> list[str]:
         """Record which folders are online; returns those."""
@@ -713,7 +816,7 @@ class Library:
         and embeds them behind, so meaning search can lag behind keyword search."""
         embedded, chunks = self.store.embedding_counts()
         # While the keyword file is rebuilt after damage, nothing is keyword-searchable.
-        return (0 if self.keyword.status() == "rebuilding" else chunks), embedded
+        return (0 if self.keyword.status() in ("rebuilding", "unavailable") else chunks), embedded
 
     def status(self) -> dict[str, object]:
         counts, chunks = self.store.counts()

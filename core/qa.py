@@ -3,12 +3,15 @@
 Events come in this order::
 
     SourcesEvent            the numbered sources ([1] = hits[0]) the answer may cite
+    StatusEvent, DraftEvent while a slow server loads or reads the prompt: what it is doing,
+                            and (once, after a second) the quoted answer to show meanwhile
     TokenEvent ...          the answer as it is written (or extracted)
     CitationsEvent          verified citations with the spans to highlight
     WarningEvent ...        anything the reader should know (any number, maybe none)
     DoneEvent | ErrorEvent  always last, exactly one of them
 
-``SourcesEvent`` is missing only when retrieval itself failed (then an ErrorEvent follows).
+``SourcesEvent`` is missing only when retrieval itself failed (then an ErrorEvent follows);
+it comes again, with fewer sources, when the server says the prompt exceeds its context.
 The streamed tokens are the raw model output; ``DoneEvent.answer`` is the checked answer
 (citation numbers that match no source removed), which a UI should show in their place.
 
@@ -20,7 +23,12 @@ What happens when the model server misbehaves:
 * model not installed: the extractive answer too, with a WarningEvent of kind
   "model_missing" whose ``model`` says what to pull (a UI offers to download it and ask
   again); "No answer" would leave the person with nothing while the fix downloads.
-* the prompt does not fit the model even with one source: ErrorEvent (ContextTooSmallError).
+* the prompt does not fit the server's context: sources are dropped and the prompt sent
+  again (the server's own token count decides how many); when not even one source fits,
+  the extractive answer with a "context" warning.
+* the server answers 503 "Loading model" (llama.cpp starting): waited out, with a
+  StatusEvent; a server that is alive but reading a long prompt is waited for up to
+  ``llm_first_token_timeout_s``, one that stops answering is given up on in ~30 s.
 * stream cut, stalled or failed mid-answer: the partial answer is kept, mode "generated",
   with a WarningEvent of kind "incomplete".
 * cancelled: the stream stops at once; DoneEvent with what had arrived and a "cancelled"
@@ -35,7 +43,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Union
 
@@ -56,9 +64,11 @@ from core.generation.citations import (
     SpanFinder,
     verify_answer,
 )
-from core.generation.extractive import extract_answer
+from core.generation.extractive import ExtractiveAnswer, extract_answer
 from core.generation.llm import ChatDelta, LLMClient, complete, make_client
 from core.generation.prompt import (
+    ANSWER_TOKENS,
+    MIN_ANSWER_TOKENS,
     Prompt,
     clean_rewrite,
     fit_prompt,
@@ -66,6 +76,7 @@ from core.generation.prompt import (
     looks_truncated,
     rewrite_messages,
 )
+from core.generation.widen import widen_for_prompt
 from core.library import Library
 from core.llm_rerank import LLM_RERANK_CANDIDATES, llm_order
 from core.records import Citation, Hit, Scope, Turn
@@ -98,6 +109,24 @@ class TokenEvent:
 @dataclass(frozen=True)
 class CitationsEvent:
     citations: tuple[Citation, ...]
+
+
+@dataclass(frozen=True)
+class DraftEvent:
+    """The answer quoted from the documents, shown while a slow server reads the prompt;
+    the written answer's tokens replace it. Never saved."""
+
+    answer: str
+    citations: tuple[Citation, ...]
+    declined: bool = False
+
+
+@dataclass(frozen=True)
+class StatusEvent:
+    """What the model server is doing before it writes (loading, reading the prompt)."""
+
+    message: str
+    kind: str  # "loading" | "reading"
 
 
 @dataclass(frozen=True)
@@ -155,7 +184,16 @@ class ErrorEvent:
         }
 
 
-Event = Union[SourcesEvent, TokenEvent, CitationsEvent, WarningEvent, DoneEvent, ErrorEvent]  # noqa: UP007
+Event = Union[  # noqa: UP007
+    SourcesEvent,
+    TokenEvent,
+    DraftEvent,
+    StatusEvent,
+    CitationsEvent,
+    WarningEvent,
+    DoneEvent,
+    ErrorEvent,
+]
 
 
 # --- helpers over the library ----------------------------------------------------------
@@ -304,6 +342,7 @@ class _Run:
         self.timings: dict[str, float | int | None] = {}
         self.warnings: list[WarningEvent] = []
         self.extract_question: str | None = None
+        self.quoted: tuple[tuple[int, ...], ExtractiveAnswer] | None = None
 
     def mark(self, name: str, since: float) -> None:
         self.timings[name] = round(time.perf_counter() - since, 4)
@@ -377,18 +416,35 @@ class _Question:
             sources=tuple(sources),
         )
 
+    def note_still_indexing(self) -> None:
+        """A "not found" while files are still being read says how many are not
+        searchable yet: the answer may be in one of them."""
+        indexing = _still_indexing(self.library, self.scope)
+        if indexing is not None and not any(w.kind == indexing.kind for w in self.run.warnings):
+            self.run.warnings.append(indexing)
+
+    def quote(self, hits: Sequence[Hit]) -> ExtractiveAnswer:
+        """The answer quoted from the documents (computed once per question and hits)."""
+        key = tuple(h.chunk_id for h in hits)
+        if self.run.quoted is None or self.run.quoted[0] != key:
+            t = time.perf_counter()
+            result = extract_answer(
+                self.run.extract_question or self.standalone,
+                hits,
+                _embedder(self.library),
+                page_of=_page_lookup(self.library, hits),
+            )
+            self.run.mark("extractive_s", t)
+            self.run.quoted = (key, result)
+        return self.run.quoted[1]
+
     def extractive(self, hits: Sequence[Hit]) -> Iterator[Event]:
         """The answer quoted from the documents, with no language model."""
-        t = time.perf_counter()
-        result = extract_answer(
-            self.run.extract_question or self.standalone,
-            hits,
-            _embedder(self.library),
-            page_of=_page_lookup(self.library, hits),
-        )
-        self.run.mark("extractive_s", t)
+        result = self.quote(hits)
         yield TokenEvent(result.text)
         mode = "declined" if result.declined else "extractive"
+        if result.declined:
+            self.note_still_indexing()
         yield from self.finish(
             result.text, mode, result.citations, hits, None, save=not self.cancelled
         )
@@ -449,10 +505,8 @@ def _ask(
     # 3. Decide: generate (prompt sized to the model) or extract.
     prompt: Prompt | None = None
     if client is not None and llm_down is None and not q.cancelled:
-        fitted = yield from _fit(q, client, model, hits)
-        if fitted is None:
-            return
-        prompt, llm_down = fitted
+        model = client.served_model(model)
+        prompt, llm_down = _fit(q, client, model, hits)
     if prompt is None or client is None:
         if llm_down is not None:
             q.run.warnings.insert(0, _fallback_warning(llm_down))
@@ -464,8 +518,37 @@ def _ask(
     yield from _generate(q, client, model, prompt)
 
 
+def _still_indexing(library: Library, scope: Scope | None = None) -> WarningEvent | None:
+    """While files are being read, what was not found may be in one of them: how many are
+    not searchable yet (of those in ``scope``), or None when nothing is being read."""
+    folders: tuple[str, ...] = ()
+    if scope:
+        try:
+            filters = library.scope_filters(scope)
+        except LecternError:
+            return None
+        if filters is None:
+            return None
+        folders = filters.folders
+    waiting, total = library.indexer.not_searchable(folders)
+    if not waiting:
+        return None
+    files = "file" if total == 1 else "files"
+    verb = "is" if waiting == 1 else "are"
+    return _warning(
+        "still_indexing",
+        f"Lectern is still reading your documents: {waiting:,} of {total:,} {files} {verb} "
+        "not searchable yet, and the answer may be in one of them. Ask again once indexing "
+        "is done.",
+    )
+
+
 def _nothing_found(library: Library, scope: Scope | None = None) -> WarningEvent:
-    """An empty library needs a folder, not a better question."""
+    """An empty library needs a folder, not a better question; one still being read needs
+    time, and says how much of it is not searchable yet."""
+    indexing = _still_indexing(library, scope)
+    if indexing is not None:
+        return indexing
     try:
         empty = library.store.counts()[0].get("indexed", 0) == 0
     except LecternError:
@@ -591,36 +674,125 @@ def _llm_reorder(
     return list(order.hits), None
 
 
+CONTEXT_RETRIES = 3  # prompts re-cut after the server says one exceeds its context
+DRAFT_AFTER_S = 1.0  # silence before the quoted answer is shown in the meantime
+
+
 def _fit(
-    q: _Question, client: LLMClient, model: str, hits: Sequence[Hit]
-) -> Generator[Event, None, tuple[Prompt | None, LLMError | None] | None]:
-    """The prompt sized to the model's context, or the error that makes the answer
-    extractive; None after an error that ends the question."""
-    try:
-        context_length = client.context_length(model)
-    except (LLMUnavailableError, LLMTimeoutError, ModelNotFoundError) as exc:
-        return None, exc
-    except LLMError:
-        context_length = None  # the server could not say; size for the request alone
+    q: _Question,
+    client: LLMClient,
+    model: str,
+    hits: Sequence[Hit],
+    context_length: int | None = None,
+) -> tuple[Prompt | None, LLMError | None]:
+    """The prompt sized to the model's context (``context_length`` when the server has
+    just said it, else asked), or the error that makes the answer extractive; (None, None)
+    when not even one source fits (the answer is then quoted, with a warning)."""
+    if context_length is None:
+        try:
+            context_length = client.context_length(model)
+        except (LLMUnavailableError, LLMTimeoutError, ModelNotFoundError) as exc:
+            return None, exc
+        except LLMError:
+            context_length = None  # the server could not say; size for the request alone
+    answer_tokens = ANSWER_TOKENS
+    if context_length and not client.sets_num_ctx:
+        # A server with a fixed context (llama.cpp) refuses only a prompt longer than it,
+        # and a grounded answer is a few sentences: a 2,048-token context need not give
+        # half of itself to the answer.
+        answer_tokens = min(ANSWER_TOKENS, max(MIN_ANSWER_TOKENS, context_length // 4))
+    dates = _dates(q.library, hits)
+    if q.library.settings.small_to_big:
+        hits = widen_for_prompt(
+            q.library.db,
+            q.standalone,
+            hits,
+            context_length=context_length,
+            sets_num_ctx=client.sets_num_ctx,
+            answer_tokens=answer_tokens,
+            dates=dates,
+        )
     try:
         prompt = fit_prompt(
             q.standalone,
             hits,
             context_length=context_length,
             sets_num_ctx=client.sets_num_ctx,
-            dates=_dates(q.library, hits),
+            dates=dates,
+            answer_tokens=answer_tokens,
         )
     except ContextTooSmallError as exc:
-        yield SourcesEvent(tuple(hits), q.standalone)
-        yield ErrorEvent(exc)
-        return None
+        q.run.warnings.insert(0, _context_warning(exc))
+        return None, None
     return prompt, None
+
+
+def _context_warning(error: ContextTooSmallError) -> WarningEvent:
+    return _warning(
+        "context",
+        f"{error.message} These are sentences extracted from your documents instead of a "
+        f"written answer. {error.hint}",
+    )
+
+
+def _refit_context(error: ContextTooSmallError, prompt: Prompt) -> int | None:
+    """The context size to cut the prompt for after the server refused it, in the
+    estimate's own units (3 characters a token), or None when it cannot be smaller."""
+    limit = error.n_ctx or (prompt.context_limit or 4096) // 2
+    if error.n_prompt_tokens and prompt.estimated_tokens:
+        # The server counted more tokens than the estimate: scale its limit down alike.
+        ratio = error.n_prompt_tokens / prompt.estimated_tokens
+        if ratio > 1:
+            limit = int(limit / ratio)
+    if len(prompt.hits) <= 1:
+        return None
+    return max(limit, 1)
 
 
 def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> Iterator[Event]:
     run = q.run
+    for attempt in range(CONTEXT_RETRIES + 1):
+        refused = yield from _stream(q, client, model, prompt)
+        if refused is None:
+            return
+        limit = _refit_context(refused, prompt) if attempt < CONTEXT_RETRIES else None
+        refit = None
+        if limit is not None:
+            # One source fewer at least, so every retry makes progress.
+            refit = _fit(q, client, model, prompt.hits[:-1], context_length=limit)
+        if refit is None or refit[0] is None:
+            if not any(w.kind == "context" for w in run.warnings):
+                run.warnings.insert(0, _context_warning(refused))
+            yield from q.extractive(prompt.hits)
+            return
+        dropped = len(prompt.dropped) + len(prompt.hits) - len(refit[0].hits)
+        prompt = replace(
+            refit[0], dropped=tuple(prompt.dropped) + tuple(prompt.hits[len(refit[0].hits) :])
+        )
+        run.timings["context_retries"] = attempt + 1
+        run.timings["sources_dropped"] = dropped
+
+
+def _server_status(delta: ChatDelta, sources: int) -> StatusEvent | None:
+    if delta.loading:
+        return StatusEvent("The model server is loading the model…", "loading")
+    if delta.total:
+        read = f"{delta.read or 0:,} of {delta.total:,} tokens"
+        return StatusEvent(
+            f"The model is reading the question and {sources} source(s) ({read})…", "reading"
+        )
+    return None
+
+
+def _stream(
+    q: _Question, client: LLMClient, model: str, prompt: Prompt
+) -> Generator[Event, None, ContextTooSmallError | None]:
+    """Stream one prompt's answer and finish the question; the server's refusal of the
+    prompt as too long is returned instead (nothing was shown yet), so it can be cut."""
+    run = q.run
     sources = list(prompt.hits)
     if prompt.dropped:
+        run.warnings = [w for w in run.warnings if w.kind != "sources_trimmed"]
         run.warnings.append(
             _warning(
                 "sources_trimmed",
@@ -634,6 +806,7 @@ def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> It
     parts: list[str] = []
     final: ChatDelta | None = None
     failure: LLMError | None = None
+    drafted = False
     run.timings.update(
         {
             "prompt_tokens_estimated": prompt.estimated_tokens,
@@ -650,7 +823,19 @@ def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> It
             temperature=TEMPERATURE,
             cancel=q.cancel,
         ):
-            if "first_token_s" not in run.timings:
+            if delta.is_wait:
+                status = _server_status(delta, len(sources))
+                if status is not None:
+                    yield status
+                if not drafted and (delta.waiting_s or 0.0) >= DRAFT_AFTER_S:
+                    # The person is not left waiting while a slow server reads: the quoted
+                    # answer now, which the written one replaces when it streams.
+                    drafted = True
+                    quoted = q.quote(sources)
+                    run.mark("draft_s", run.started)
+                    yield DraftEvent(quoted.text, quoted.citations, quoted.declined)
+                continue
+            if delta.text and "first_token_s" not in run.timings:
                 run.mark("first_token_s", t)
             if delta.text:
                 parts.append(delta.text)
@@ -658,8 +843,10 @@ def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> It
             if delta.done:
                 final = delta
     except ContextTooSmallError as exc:
+        if not parts:
+            return exc
         yield ErrorEvent(exc, "".join(parts))
-        return
+        return None
     except LLMError as exc:
         failure = exc
     run.mark("generation_s", t)
@@ -672,14 +859,14 @@ def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> It
         ):
             run.warnings.insert(0, _fallback_warning(failure))
             yield from q.extractive(sources)
-            return
+            return None
         yield ErrorEvent(failure, "")
-        return
+        return None
     _stream_warnings(q, failure, final, prompt)
     if not partial and not q.cancelled:
         run.warnings.append(_warning("empty", "The model returned an empty answer."))
         yield from q.extractive(sources)
-        return
+        return None
 
     t = time.perf_counter()
     embedder = _embedder(q.library)
@@ -690,11 +877,15 @@ def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> It
         finder=SpanFinder(
             embedder, _page_lookup(q.library, sources), text_of=_text_lookup(q.library)
         ),
+        tag=prompt.tag,
     )
     run.mark("citations_s", t)
     run.warnings.extend(_from_answer_warnings(report.warnings))
     mode = "declined" if report.refusal else "generated"
+    if report.refusal:
+        q.note_still_indexing()
     yield from q.finish(report.answer, mode, report.citations, sources, model, save=not q.cancelled)
+    return None
 
 
 def _stream_warnings(
@@ -716,6 +907,10 @@ def _stream_warnings(
         return
     run.timings["prompt_eval_count"] = final.prompt_eval_count
     run.timings["eval_count"] = final.eval_count
+    if final.prompt_read is not None:
+        run.timings["prompt_read"] = final.prompt_read  # read anew, not from the cache
+    if final.prompt_cached is not None:
+        run.timings["prompt_cached"] = final.prompt_cached
     if looks_truncated(final.prompt_eval_count, prompt.estimated_tokens):
         run.warnings.append(
             _warning(

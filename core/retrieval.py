@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import cast
 
 import numpy as np
 
@@ -103,6 +104,12 @@ def diversified(
     return out
 
 
+def _is_loader(embedder: object) -> bool:
+    """Whether ``embedder`` is a function giving the model rather than the model: no
+    model is called, and every model has an ``embed`` method."""
+    return callable(embedder) and not hasattr(embedder, "embed")
+
+
 class TokenStateCache:
     """The second stage's word-piece states of recently scored chunks, so a follow-up
     question or a search again over the same documents does not encode them again. A
@@ -142,13 +149,19 @@ class TokenStateCache:
 
 
 class Retriever:
+    """``vectors`` and ``embedder`` may be given as zero-argument loaders: a keyword
+    search then never loads the model (importing it is most of a short command's time
+    and memory) nor opens the vector file; the first search that needs meaning loads
+    each, once. ``model_id`` names the model without loading it (required with a loader)."""
+
     def __init__(
         self,
         db: Database,
         keyword: KeywordIndex,
-        vectors: VectorIndex,
-        embedder: Embedder,
+        vectors: VectorIndex | Callable[[], VectorIndex],
+        embedder: Embedder | Callable[[], Embedder],
         *,
+        model_id: str | None = None,
         candidates: int = 100,
         rrf_k: int = 60,
         fusion: str = "adaptive",
@@ -159,15 +172,52 @@ class Retriever:
             raise LecternError(f"Unknown fusion {fusion!r}.", f"Use one of: {', '.join(FUSIONS)}.")
         self.db = db
         self.keyword = keyword
-        self.vectors = vectors
-        self.embedder = embedder
+        self._vectors = vectors if isinstance(vectors, VectorIndex) else None
+        self._load_vectors = vectors if not isinstance(vectors, VectorIndex) else None
+        loader = cast("Callable[[], Embedder]", embedder) if _is_loader(embedder) else None
+        self._embedder: Embedder | None = None if loader else cast(Embedder, embedder)
+        self._load_embedder = loader
+        if model_id is None:
+            if self._embedder is None:
+                raise TypeError("Retriever: model_id is required when the model is a loader")
+            model_id = self._embedder.model_id
+        self.model_id = model_id
+        # One lock each: opening the vector file must not wait behind the model's seconds.
+        self._model_lock = threading.Lock()
+        self._vectors_lock = threading.Lock()
         self.candidates = candidates
         self.rrf_k = rrf_k
         self.fusion = fusion
         self.params = params or FusionParams(depth=candidates)
-        # None: no second stage (switched off, or a model without word-piece states).
-        self.second_stage = second_stage if hasattr(embedder, "token_vectors") else None
+        self._second_stage = second_stage
         self._token_cache = TokenStateCache()
+
+    @property
+    def embedder(self) -> Embedder:
+        """The model, loaded at the first search that needs meaning."""
+        if self._embedder is None:
+            with self._model_lock:
+                if self._embedder is None:
+                    assert self._load_embedder is not None
+                    self._embedder = self._load_embedder()
+        return self._embedder
+
+    @property
+    def vectors(self) -> VectorIndex:
+        if self._vectors is None:
+            with self._vectors_lock:
+                if self._vectors is None:
+                    assert self._load_vectors is not None
+                    self._vectors = self._load_vectors()
+        return self._vectors
+
+    @property
+    def second_stage(self) -> RerankParams | None:
+        """None: no second stage (switched off, or a model without word-piece states);
+        asking loads the model when the stage is on."""
+        if self._second_stage is None or not hasattr(self.embedder, "token_vectors"):
+            return None
+        return self._second_stage
 
     def search(
         self, query: str, k: int = 6, mode: str = "hybrid", filters: SearchFilters | None = None
@@ -178,7 +228,7 @@ class Retriever:
         query = query.strip()
         if not query:
             return []
-        if mode == "hybrid" and not reads_script_of(self.embedder.model_id, query):
+        if mode == "hybrid" and not reads_script_of(self.model_id, query):
             # A question in a script the model never learned (Russian for English-only
             # MiniLM) gets meaning lists that are noise, and fusing them drags the keyword
             # list down; they are asked only when no passage holds the question's words.
@@ -187,8 +237,8 @@ class Retriever:
                 return self._hits(diversified(self.rank_documents(found, "bm25"), found, k), found)
         found = self.candidate_lists(query, mode, filters)
         ranked = self.rank_documents(found, mode)
-        if mode == "hybrid" and self.second_stage is not None:
-            ranked = self.rerank(query, ranked, found, self.second_stage)
+        if mode == "hybrid" and (second_stage := self.second_stage) is not None:
+            ranked = self.rerank(query, ranked, found, second_stage)
         return self._hits(diversified(ranked, found, k), found)
 
     def rerank(

@@ -126,6 +126,7 @@ class _Pending:
     first_event: float
     last_event: float
     signature: tuple[int, int] | None  # (size, mtime_ns) of a regular file at its last event
+    gone: bool = False  # its last event said it was deleted or moved away
 
 
 @dataclass
@@ -223,6 +224,17 @@ class FolderWatcher:
         self.debounce_s = debounce_s
         self.max_delay_s = max_delay_s
         self.reconcile_interval_s = reconcile_interval_s
+        # The observers and the worker wait on these with threading's timers, which
+        # overflow past TIMEOUT_MAX: an infinite poll interval killed the polling thread.
+        for name, seconds in (
+            ("poll_interval_s", poll_interval_s),
+            ("debounce_s", debounce_s),
+            ("max_delay_s", max_delay_s),
+            ("folder_check_s", folder_check_s),
+            ("reconcile_interval_s", reconcile_interval_s or 1.0),
+        ):
+            if not 0 < seconds <= threading.TIMEOUT_MAX:  # also refuses NaN
+                raise ValueError(f"{name} must be a number of seconds above 0, not {seconds}")
         self.poll_interval_s = poll_interval_s
         self.folder_check_s = folder_check_s
         self.max_pending = max_pending
@@ -260,6 +272,7 @@ class FolderWatcher:
         self._polling: BaseObserver | None = None
         self._overflow_hook = _OverflowHook(self)
         self._worker: threading.Thread | None = None
+        self._remover: threading.Thread | None = None
 
     # --- life cycle ------------------------------------------------------------------
 
@@ -302,6 +315,10 @@ class FolderWatcher:
             self._next_folder_check = now + self.folder_check_s
         self._worker = threading.Thread(target=self._loop, name="lectern-watch", daemon=True)
         self._worker.start()
+        self._remover = threading.Thread(
+            target=self._remove_loop, name="lectern-watch-gone", daemon=True
+        )
+        self._remover.start()
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -314,6 +331,8 @@ class FolderWatcher:
             controls.stop()
         if self._worker is not None:
             self._worker.join(timeout)
+        if self._remover is not None:
+            self._remover.join(timeout)
         logging.getLogger("watchdog.observers.inotify_c").removeHandler(self._overflow_hook)
         for observer in (self._native, self._polling):
             if observer is not None:
@@ -430,6 +449,7 @@ class FolderWatcher:
             if entry is not None:
                 entry.last_event = now
                 entry.signature = signature
+                entry.gone = gone
             elif len(self._pending) >= self.max_pending:
                 # Memory stays bounded: forget the hints and re-read every folder instead,
                 # which finds the same changes.
@@ -437,7 +457,7 @@ class FolderWatcher:
                 self._reconcile_all = True
                 self.overflows += 1
             else:
-                self._pending[path] = _Pending(now, now, signature)
+                self._pending[path] = _Pending(now, now, signature, gone)
             self._cond.notify_all()
 
     # --- worker ---------------------------------------------------------------------
@@ -504,6 +524,20 @@ class FolderWatcher:
         if now >= self._next_folder_check:
             self._check_folders()
             self._next_folder_check = time.monotonic() + self.folder_check_s
+        lock = self.library.indexer.lock
+        if not lock.acquire(blocking=False):
+            # Another run holds the indexer (the app's index job). The changes wait here,
+            # not taken, so the deletions among them are applied beside that run
+            # (_remove_loop) instead of after it.
+            with self._cond:
+                self._cond.wait(min(0.2, self.debounce_s))
+            return
+        try:
+            self._step_holding(now)
+        finally:
+            lock.release()
+
+    def _step_holding(self, now: float) -> None:
         with self._cond:
             if now >= self._next_reconcile:
                 self._reconcile_all = True
@@ -553,6 +587,58 @@ class FolderWatcher:
             if ready:
                 self._busy = True
         return ready
+
+    def _remove_loop(self) -> None:
+        """Deletions seen while a run holds the indexer (a long first pass, an index job
+        of the app): applied beside it (``Indexer.remove_gone``), so a file deleted or
+        renamed meanwhile leaves search and the file list within seconds, not when the
+        run ends. Between runs the worker applies them with the rest, which lets a moved
+        file keep its embeddings; so does a short run, since a hint waits ``max_delay_s``
+        first."""
+        wait = max(self.debounce_s, self.max_delay_s)
+        lock = self.library.indexer.lock
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                now = time.monotonic()
+                due = {
+                    path: entry.last_event
+                    for path, entry in self._pending.items()
+                    if entry.gone and now - entry.last_event >= wait
+                }
+                if self._paused or not due:
+                    # A hint arriving, resume and stop all notify; a hint waiting is
+                    # looked at again as it comes due.
+                    waiting = any(e.gone for e in self._pending.values()) and not self._paused
+                    self._cond.wait(self.debounce_s if waiting else None)
+                    continue
+            if lock.acquire(blocking=False):
+                lock.release()  # no run: the worker takes them
+                with self._cond:
+                    self._cond.wait(self.debounce_s)
+                continue
+            try:
+                folders = [f for f in self.library.folders() if self.library.folder_online(f)]
+                removed = self.library.indexer.remove_gone(folders, sorted(due))
+            except LecternError as exc:
+                self._report_error(exc)
+                with self._cond:
+                    self._cond.wait(wait)
+                continue
+            except Exception:
+                log.exception("applying deletions during a run failed")
+                with self._cond:
+                    self._cond.wait(wait)
+                continue
+            with self._cond:
+                for path, last in due.items():
+                    entry = self._pending.get(path)
+                    if entry is not None and entry.gone and entry.last_event == last:
+                        del self._pending[path]  # applied; nothing left for the worker
+                self._cond.notify_all()
+            if removed:
+                log.info("removed %d deleted file(s) during a run", removed)
 
     def _run_indexer(self, call: Callable[[Controls], IndexReport]) -> IndexReport:
         controls = Controls()

@@ -147,6 +147,9 @@ class Backend(QObject):
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setInterval(LIBRARY_REFRESH_MS)
         self._refresh_timer.timeout.connect(self.refresh_library)
+        # A file deleted during a long run leaves the library at once (the watcher applies
+        # it beside the run): the counts follow then, not when the run ends.
+        self.documents_removed.connect(self._documents_removed)
         self._switch_timer = QTimer(self)
         self._switch_timer.setSingleShot(True)
         self._switch_timer.setInterval(SWITCH_REFRESH_MS)
@@ -518,6 +521,11 @@ class Backend(QObject):
 
     # --- reading the library ------------------------------------------------------------
 
+    def _documents_removed(self, _paths: object) -> None:
+        # A method of this object, not a lambda: it runs on the UI thread, not the one
+        # that removed the files.
+        self.refresh_library()
+
     def refresh_library(self) -> None:
         """Reload folder counts and problem files (coalesced: one query in flight)."""
         library = self.library
@@ -667,10 +675,13 @@ class Backend(QObject):
         on_result: Callable[[Any], None],
         on_error: Callable[[BaseException], None],
         scope: Scope | None = None,
+        mode: str = "hybrid",
     ) -> Task | None:
+        """``mode``: "bm25" finds only passages holding the words; "hybrid" their
+        meaning too."""
         k = max(10, self.settings.top_k)
         return self.run(
-            lambda library, ctx: library.search(query, k=k, scope=scope),
+            lambda library, ctx: library.search(query, k=k, mode=mode, scope=scope),
             name="search",
             on_result=on_result,
             on_error=on_error,

@@ -40,7 +40,7 @@ from desktop.qt import (
     QWidgetAction,
     Signal,
 )
-from desktop.search_results import SearchResultsWidget
+from desktop.search_results import SearchResultsWidget, SearchView
 from desktop.theme import Palette, Theme, icon
 from desktop.turn_view import TurnWidget
 from desktop.viewmodels import (
@@ -236,6 +236,11 @@ class ConversationPanel(QFrame):
         self.scroll.verticalScrollBar().rangeChanged.connect(self._range_changed)
         self.scroll.verticalScrollBar().valueChanged.connect(self._scrolled)
         self.stack.addWidget(self.scroll)
+        # The Search tab's own list: results never join the transcript.
+        self.search_view = SearchView(theme)
+        self.search_view.evidence_requested.connect(self.evidence_requested.emit)
+        self.search_view.mode_changed.connect(self._search_how_changed)
+        self.stack.addWidget(self.search_view)
         layout.addWidget(self.stack, 1)
 
         composer_wrap = QFrame(objectName="composerWrap")
@@ -343,10 +348,12 @@ class ConversationPanel(QFrame):
         self.search_mode.setIcon(
             icon("search", palette.text if self.search_mode.isChecked() else palette.muted)
         )
-        self.stack.setCurrentWidget(self.scroll if self.items else self.welcome)
+        self.stack.setCurrentWidget(
+            self.search_view if self.search_only else self.scroll if self.items else self.welcome
+        )
+        # The Search tab lists passages, not the conversation: its title would mislead.
         self.title.set_full_text(
-            self.conversation_title
-            or ("Search" if self.search_only and not self.conversation_id else "New conversation")
+            "Search" if self.search_only else self.conversation_title or "New conversation"
         )
 
     def _library_changed(self, snapshot: Any) -> None:
@@ -402,6 +409,7 @@ class ConversationPanel(QFrame):
         for item in self.items:
             if isinstance(item, TurnWidget | SearchResultsWidget):
                 item.refresh()
+        self.search_view.refresh()
         self._llm_status(self.backend.llm_status)
         self._update_state()
         self._show_scope()
@@ -626,6 +634,7 @@ class ConversationPanel(QFrame):
         self.conversation_title = ""
         self.set_scope(Scope(), save=False)  # a new conversation searches everything
         self._clear_items()
+        self.search_view.show_for(None)
         self._update_state()
         self.conversation_changed.emit(None)
         self.input.setFocus()
@@ -639,6 +648,7 @@ class ConversationPanel(QFrame):
         self.set_scope(Scope(), save=False)
         self._scope_known = False  # an answer asked meanwhile keeps the saved scope
         self._clear_items()
+        self.search_view.show_for(conversation_id)
         self._update_state()
         self.conversation_changed.emit(conversation_id)
 
@@ -672,10 +682,20 @@ class ConversationPanel(QFrame):
 
     def _add_turn(self, turn: TurnView) -> TurnWidget:
         widget = TurnWidget(turn, self.theme)
+        widget.said_before = lambda kind: self._said_before(widget, kind)
         widget.evidence_requested.connect(self.evidence_requested.emit)
         widget.action_requested.connect(self._turn_action)
         self._add_item(widget)
         return widget
+
+    def _said_before(self, widget: TurnWidget, kind: str) -> bool:
+        """An answer above ``widget`` carries a warning of ``kind``."""
+        for earlier in self.turns:
+            if earlier is widget:
+                return False
+            if any(k == kind for k, _ in earlier.turn.warnings):
+                return True
+        return False
 
     @property
     def turns(self) -> list[TurnWidget]:
@@ -703,10 +723,11 @@ class ConversationPanel(QFrame):
         text = self.input.toPlainText().strip()
         if not text or self.busy:
             return
-        self.input.clear()
         if self.search_only:
+            # The words stay in the box, to be refined and searched again.
             self.run_search(text)
         else:
+            self.input.clear()
             self.ask(text)
 
     def ask(self, question: str) -> None:
@@ -719,10 +740,22 @@ class ConversationPanel(QFrame):
             return
         self._start_ask(question)
 
+    @property
+    def search_results(self) -> SearchResultsWidget | None:
+        """The Search tab's results for the open conversation (None: no search yet)."""
+        return self.search_view.results
+
+    def _search_how_changed(self, _words_only: bool) -> None:
+        """Exact words or meaning too: the shown search again, the other way."""
+        shown = self.search_view.results
+        if shown is None or self.active_turn is not None or self._pending is not None:
+            return  # nothing to search again, or an answer is being written
+        if self.task is not None:
+            self.task.cancel()  # the search the other way, still running
+        self.run_search(shown.query)
+
     def run_search(self, query: str) -> None:
-        widget = SearchResultsWidget(query, self.theme)
-        widget.evidence_requested.connect(self.evidence_requested.emit)
-        self._add_item(widget)
+        widget = self.search_view.start(query)
         if not self.backend.is_ready:
             self._pending = ("search", query)
             self._update_state()
@@ -730,18 +763,31 @@ class ConversationPanel(QFrame):
         self._start_search(widget, query)
 
     def _start_search(self, widget: SearchResultsWidget, query: str) -> None:
+        # A search replaced (searched again, or the other way) before it answered has
+        # its list deleted: its answer goes nowhere.
+        def found(hits: list[Any]) -> None:
+            if self.search_view.holds(widget):
+                widget.set_hits(hits)
+
         def failed(exc: BaseException) -> None:
-            widget.set_error(*describe_error(exc))
+            if self.search_view.holds(widget):
+                widget.set_error(*describe_error(exc))
 
         def finished() -> None:
-            self.task = None
+            if self.task is task:  # not a newer search started meanwhile
+                self.task = None
             self._update_state()
 
-        self.task = self.backend.search(
-            query, on_result=widget.set_hits, on_error=failed, scope=self.scope
+        task = self.backend.search(
+            query,
+            on_result=found,
+            on_error=failed,
+            scope=self.scope,
+            mode="bm25" if widget.words_only else "hybrid",
         )
-        if self.task is not None:
-            self.task.signals.finished.connect(finished)
+        self.task = task
+        if task is not None:
+            task.signals.finished.connect(finished)
         self._update_state()
 
     def _backend_ready(self) -> None:
@@ -753,9 +799,7 @@ class ConversationPanel(QFrame):
         if kind == "ask":
             self._start_ask(text)
         else:
-            widget = next(
-                (i for i in reversed(self.items) if isinstance(i, SearchResultsWidget)), None
-            )
+            widget = self.search_view.results
             if widget is not None:
                 self._start_search(widget, text)
 
@@ -800,20 +844,41 @@ class ConversationPanel(QFrame):
         from core.qa import (
             CitationsEvent,
             DoneEvent,
+            DraftEvent,
             ErrorEvent,
             SourcesEvent,
+            StatusEvent,
             TokenEvent,
             WarningEvent,
         )
 
         turn = widget.turn
         if isinstance(event, TokenEvent):
+            if any(kind == "draft" for kind, _ in turn.warnings):
+                # The written answer replaces the quote shown while the model read.
+                turn.warnings = [w for w in turn.warnings if w[0] not in ("draft", "status")]
+                turn.answer = ""
+                turn.citations = []
             turn.answer += event.text
             if not self._render_timer.isActive():
                 self._render_timer.start()
             return
         if isinstance(event, SourcesEvent):
             turn.sources = [SourceView.from_hit(i, h) for i, h in enumerate(event.hits, 1)]
+        elif isinstance(event, StatusEvent):
+            turn.warnings = [w for w in turn.warnings if w[0] != "status"]
+            turn.warnings.append(("status", event.message))
+        elif isinstance(event, DraftEvent):
+            # The model is still reading the sources: the quoted answer meanwhile, labelled.
+            turn.answer = event.answer
+            turn.citations = [CitationView.from_citation(c, turn.sources) for c in event.citations]
+            turn.warnings.append(
+                (
+                    "draft",
+                    "Quoted from your documents while the model reads the sources; its "
+                    "written answer replaces this when it starts.",
+                )
+            )
         elif isinstance(event, CitationsEvent):
             turn.citations = [CitationView.from_citation(c, turn.sources) for c in event.citations]
         elif isinstance(event, WarningEvent):
@@ -833,6 +898,7 @@ class ConversationPanel(QFrame):
             turn.streaming = False
             if event.conversation_id is not None and self.conversation_id is None:
                 self.conversation_id = event.conversation_id
+                self.search_view.rekey(None, event.conversation_id)
                 self.conversation_title = _title(turn.question)
                 self.conversation_changed.emit(self.conversation_id)
                 self._update_state()

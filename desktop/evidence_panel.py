@@ -613,8 +613,11 @@ class EvidencePanel(QFrame):
         else:
             self.quote.setText("")
             self.quote_wrap.hide()
-        self.open_button.setEnabled(original_file(request.path) is not None)
-        if request.removed or original_file(request.path) is None:
+        available = not request.removed and original_file(request.path) is not None
+        # The button agrees with the message below: a passage gone from the library is
+        # not offered from a file that may since hold something else.
+        self.open_button.setEnabled(available)
+        if not available:
             self._show_message(
                 "This document is no longer available.",
                 "It was removed from the library or moved. Add its folder again to see it here.",

@@ -75,9 +75,9 @@ def run_job(library: Library, job: IndexJob, report: Callable[[object, bool], No
 
     if job.files is not None:
         if job.retry:
-            for path in job.files[:-1]:
-                library.retry(path)
-            return library.retry(job.files[-1])
+            # One run for every file: the report (and the status bar's count) is theirs,
+            # not the last file's alone.
+            return library.retry(job.files, progress=progress, controls=job.controls)
         return library.sync_files(job.files, progress=progress, controls=job.controls)
     if job.paths:
         for path in job.paths:

@@ -25,7 +25,6 @@ from desktop.qt import (
     QPushButton,
     QShortcut,
     QSize,
-    QSizePolicy,
     Qt,
     QToolButton,
     QTreeWidget,
@@ -97,6 +96,7 @@ class FolderRow(QWidget):
 class LibraryPanel(QFrame):
     add_folder_requested = Signal()
     remove_requested = Signal(str)
+    rescan_requested = Signal()  # the window says what a rescan does and what it found
 
     def __init__(self, backend: Backend, theme: Theme, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -128,7 +128,7 @@ class LibraryPanel(QFrame):
         self.files_button.clicked.connect(lambda: self.open_file_list())
         head.addWidget(self.files_button)
         self.rescan_button = self._tool("refresh", "Rescan all folders for changes (F5)")
-        self.rescan_button.clicked.connect(backend.rescan)
+        self.rescan_button.clicked.connect(self.rescan_requested.emit)
         self.add_button = self._tool("folder-plus", "Add folder… (Ctrl+O)")
         self.add_button.clicked.connect(self.add_folder_requested.emit)
         head.addWidget(self.rescan_button)
@@ -174,8 +174,11 @@ class LibraryPanel(QFrame):
         pc.setContentsMargins(12, 10, 12, 10)
         pc.setSpacing(6)
         prow = QHBoxLayout()
-        self.progress_title = QLabel("Indexing…", objectName="progressTitle")
-        prow.addWidget(self.progress_title, 1)
+        # Wrapped, never cut: a title with the run's counts was clipped at the sidebar's
+        # width ("Indexing · meaning searc").
+        self.progress_title = WrapLabel("Indexing…", objectName="progressTitle")
+        self.progress_title.setTextFormat(Qt.TextFormat.PlainText)
+        prow.addWidget(self.progress_title, 1, Qt.AlignmentFlag.AlignTop)
         self.pause_button = self._tool("pause", "Pause indexing")
         self.pause_button.clicked.connect(self._toggle_pause)
         self.cancel_button = self._tool("close", "Cancel indexing (finished files are kept)")
@@ -186,22 +189,22 @@ class LibraryPanel(QFrame):
         self.resume_button.setAccessibleName("Resume indexing")
         self.resume_button.clicked.connect(backend.resume_indexing)
         self.resume_button.hide()
-        prow.addWidget(self.pause_button)
-        prow.addWidget(self.cancel_button)
-        prow.addWidget(self.resume_button)
+        for button in (self.pause_button, self.cancel_button, self.resume_button):
+            prow.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
         pc.addLayout(prow)
         self.progress_bar = QProgressBar(objectName="indexProgress")
         self.progress_bar.setTextVisible(False)
         self.progress_bar.setFixedHeight(6)
         pc.addWidget(self.progress_bar)
-        self.progress_detail = QLabel(objectName="progressDetail")
-        self.progress_detail.setWordWrap(True)
-        self.progress_current = QLabel(objectName="progressCurrent")
-        self.progress_current.setSizePolicy(
-            QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
+        self.progress_detail = WrapLabel(objectName="progressDetail")
+        self.progress_detail.setTextFormat(Qt.TextFormat.PlainText)
+        # The file being read: its name shortened in the middle (its tooltip has the path).
+        self.progress_current = ElidedLabel(
+            mode=Qt.TextElideMode.ElideMiddle, objectName="progressCurrent"
         )
         pc.addWidget(self.progress_detail)
         pc.addWidget(self.progress_current)
+        self.progress_card.installEventFilter(self)
         self.progress_card.hide()
         layout.addWidget(self.progress_card)
 
@@ -276,10 +279,27 @@ class LibraryPanel(QFrame):
                 item.setSizeHint(0, QSize(100, height))
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        # The tree's viewport, resized after the panel's own resize event has run.
         if event.type() == QEvent.Type.Resize:
-            self._fit_rows()
+            if watched is self.progress_card:
+                self._fit_card()
+            else:
+                # The tree's viewport, resized after the panel's own resize event has run.
+                self._fit_rows()
         return False
+
+    def _fit_card(self) -> None:
+        """The indexing card as tall as its wrapped words need at its width.
+
+        The sidebar's splitter sizes the panel by minimum sizes, which know nothing of
+        word wrapping: a card given its one-line height laid its wrapped detail over the
+        bar. Its minimum height follows its width instead."""
+        layout = self.progress_card.layout()
+        width = self.progress_card.width()
+        if layout is None or width <= 0:
+            return
+        height = layout.totalHeightForWidth(width)
+        if height > 0 and self.progress_card.minimumHeight() != height:
+            self.progress_card.setMinimumHeight(height)
 
     @staticmethod
     def _key(item: QTreeWidgetItem) -> str:
@@ -472,21 +492,27 @@ class LibraryPanel(QFrame):
         docs = self.snapshot.problems.get(folder, ()) if self.snapshot else ()
         return [d.path for d in docs if d.state.value == "failed"]
 
-    def _folder_menu(self, path: str, pos: QPoint) -> None:
+    def folder_menu(self, path: str) -> QMenu:
+        """The actions on one library folder."""
         menu = QMenu(self)
         menu.addAction(icon("file"), "Show files", lambda: self.open_file_list(path))
-        menu.addAction(icon("refresh"), "Rescan", self.backend.rescan)
+        menu.addAction(icon("refresh"), "Rescan", self.rescan_requested.emit)
         failed = self._failed_in(path)
-        retry = menu.addAction(
-            icon("refresh"), f"Retry {len(failed)} failed file(s)", lambda: self.retry(failed)
-        )
-        retry.setEnabled(bool(failed))
+        if failed:  # not "Retry 0 failed file(s)", greyed out, in every folder's menu
+            menu.addAction(
+                icon("refresh"),
+                f"Retry {count_of(len(failed), 'failed file')}",
+                lambda: self.retry(failed),
+            )
         menu.addAction(icon("folder"), "Open in file manager", lambda: _open(path))
         menu.addSeparator()
         menu.addAction(
             icon("trash"), "Remove from library…", lambda: self.remove_requested.emit(path)
         )
-        menu.exec(pos)
+        return menu
+
+    def _folder_menu(self, path: str, pos: QPoint) -> None:
+        self.folder_menu(path).exec(pos)
 
     def _context_menu(self, pos: QPoint) -> None:
         item = self.tree.itemAt(pos)
@@ -540,11 +566,12 @@ class LibraryPanel(QFrame):
         )
         self.progress_bar.setRange(0, 0)
         self.progress_detail.setText("Looking for new and changed files…")
-        self.progress_current.setText("")
+        self.progress_current.set_full_text("")
         self._show_running()
         self._paused(self.backend.paused)
         self.progress_card.show()
         self._set_summary_visible(False)
+        self._fit_card()
 
     def _show_running(self) -> None:
         self.resume_button.hide()
@@ -568,7 +595,7 @@ class LibraryPanel(QFrame):
             if left is None
             else "Files finished so far are searchable"
         )
-        self.progress_current.setText("Nothing is indexed until you resume.")
+        self.progress_current.set_full_text("Nothing is indexed until you resume.")
         self.progress_current.setToolTip(
             "Changes to your folders are noted meanwhile and indexed when you resume "
             "(Resume, F5, Retry or adding a folder)."
@@ -579,6 +606,7 @@ class LibraryPanel(QFrame):
         self.resume_button.show()
         self.progress_card.show()
         self._set_summary_visible(False)
+        self._fit_card()
 
     def set_progress(self, p: IndexProgress) -> None:
         if self.backend.cancelled:
@@ -592,30 +620,33 @@ class LibraryPanel(QFrame):
         waiting = bool(p.waiting_reason) and not paused
         verb = "Paused" if paused else "Waiting" if waiting else "Indexing"
         # Files are written (keyword-searchable) first and embedded behind: the bar counts
-        # the model's work, the slow part, so it moves evenly from start to end.
+        # the model's work, the slow part, so it moves evenly from start to end. The title
+        # gives the bar's own share, so the two never disagree ("32 of 37 files" over a
+        # bar at 12 % did), and the files read are said as what they are below it.
         self.progress_bar.setRange(0, 1000)
-        self.progress_bar.setValue(int(1000 * p.fraction))
+        self.progress_bar.setValue(round(1000 * p.fraction))
+        share = round(self.progress_bar.value() / 10)
+        self.progress_title.setText(f"{verb} · {share} %")
+        self.progress_bar.setAccessibleName(f"Indexing progress: {share} %")
         bits: list[str] = []
         if p.files_total and p.files_done < p.files_total:
-            self.progress_title.setText(
-                f"{verb} · {p.files_done} of {count_of(p.files_total, 'file')}"
-            )
+            bits.append(f"{p.files_done} of {count_of(p.files_total, 'file')} read")
             rate = p.files_per_s
             if rate > 0:
                 bits.append(f"{rate:.1f} files/s" if rate >= 0.95 else f"{rate * 60:.0f} files/min")
         elif p.passages_total > p.passages_embedded:
-            self.progress_title.setText(
-                f"{verb} · meaning search {p.passages_embedded} of {p.passages_total} passages"
-            )
             bits.append(
                 f"all {count_of(p.files_total, 'file')} searchable by keyword"
                 if p.files_total
                 else "searchable by keyword"
             )
-        else:
-            self.progress_title.setText(
-                f"{verb} · {p.files_done} of {count_of(p.files_total, 'file')}"
+            bits.append(
+                "meaning search: "
+                + f"{p.passages_embedded:,}".replace(",", "\u202f")  # as count_of writes it
+                + f" of {count_of(p.passages_total, 'passage')}"
             )
+        elif p.files_total:
+            bits.append(f"{p.files_done} of {count_of(p.files_total, 'file')} read")
         if waiting:
             bits = [BUSY_WAITING[0].upper() + BUSY_WAITING[1:]]
         else:
@@ -626,8 +657,9 @@ class LibraryPanel(QFrame):
             bits.append(f"{p.failed} failed")
         self.progress_detail.setText(" · ".join(bits))
         current = os.path.basename(p.current) if p.current else ""
-        self.progress_current.setText(current)
+        self.progress_current.set_full_text(current)
         self.progress_current.setToolTip(p.current)
+        self._fit_card()
         self._last_progress = p
 
     def _paused(self, paused: bool) -> None:
@@ -643,6 +675,7 @@ class LibraryPanel(QFrame):
         if paused:
             self.progress_title.setText(self.progress_title.text().replace("Indexing", "Paused"))
             self.progress_detail.setText("Paused · finished files are already searchable")
+            self._fit_card()
         else:
             self.progress_title.setText(self.progress_title.text().replace("Paused", "Indexing"))
             if self._last_progress is not None:

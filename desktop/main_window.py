@@ -62,6 +62,7 @@ from desktop.qt import (
 from desktop.rich import count_of
 from desktop.settings_dialog import SettingsDialog
 from desktop.theme import Palette, Theme, app_icon, icon
+from desktop.welcome_view import readable_formats
 from desktop.workers import describe_error
 
 DEFAULT_SIZE = QSize(1360, 860)
@@ -115,9 +116,9 @@ class DropOverlay(QWidget):
         painter.setFont(font)
         painter.setPen(QColor(p.muted))
         painter.drawText(
-            box.adjusted(0, 70, 0, 0),
-            Qt.AlignmentFlag.AlignCenter,
-            "Lectern indexes every PDF, Word, Markdown, HTML and text file inside, and keeps watching.",
+            box.adjusted(40, 70, -40, 0),
+            int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
+            f"Lectern indexes every {readable_formats()} file inside, and keeps watching.",
         )
         painter.end()
 
@@ -404,6 +405,9 @@ class MainWindow(QMainWindow):
         self.settings_dialog: SettingsDialog | None = None
         self.conversations: list[Any] = []
         self.export_error: QMessageBox | None = None  # the last export failure shown
+        # A rescan asked for ("asked"), then its run ("running"): its outcome is said when
+        # that run ends, not when a run started before it does.
+        self._rescan = ""
 
         self.library = LibraryPanel(backend, theme)
         self.conversation_list = ConversationList(theme)
@@ -432,9 +436,10 @@ class MainWindow(QMainWindow):
         self.side_split = QSplitter(Qt.Orientation.Vertical, objectName="sideSplit")
         self.side_split.addWidget(self.library)
         self.side_split.addWidget(self.conversation_list)
-        self.side_split.setStretchFactor(0, 3)
+        self.side_split.setStretchFactor(0, 5)
         self.side_split.setStretchFactor(1, 2)
         self.side_split.setChildrenCollapsible(False)
+        self.side_split.setHandleWidth(8)
         side.addWidget(self.side_split, 1)
 
         self.banner = Banner()
@@ -528,7 +533,7 @@ class MainWindow(QMainWindow):
         self._action(
             file,
             "&Rescan Library",
-            self.backend.rescan,
+            self.rescan,
             "F5",
             "Look for new, changed and deleted files",
         )
@@ -606,10 +611,25 @@ class MainWindow(QMainWindow):
             lambda _s: self._phase("ready", "Ready") if backend.phase == "ready" else None
         )
         backend.index_finished.connect(self._index_finished)
+        # A job starting, or the watcher's run reporting its first progress.
+        backend.index_started.connect(
+            lambda _job: self._phase(backend.phase, self.phase_label.text())
+        )
+        backend.index_progress.connect(
+            lambda _p: (
+                self._phase(backend.phase, self.phase_label.text())
+                if self.phase_label.text().startswith("Ready")
+                else None
+            )
+        )
+        backend.watch_idle.connect(lambda: self._phase(backend.phase, self.phase_label.text()))
         backend.index_failed.connect(
             lambda m, h: self.show_notice("error", f"Indexing stopped: {m} {h}")
         )
         self.library.add_folder_requested.connect(self.add_folder_dialog)
+        self.library.rescan_requested.connect(self.rescan)
+        backend.watch_idle.connect(self._rescan_done)
+        backend.index_started.connect(self._rescan_started)
         self.library.remove_requested.connect(self.confirm_remove)
         self.conversation.evidence_requested.connect(self.show_evidence)
         self.conversation.open_settings.connect(lambda: self.open_settings())
@@ -665,6 +685,10 @@ class MainWindow(QMainWindow):
         side = self.qsettings.value("window/sidebar")
         if isinstance(side, QByteArray):
             self.side_split.restoreState(side)
+        else:
+            # Most of the sidebar for the folders: at 3:2 a 1440x900 window showed three
+            # of five whole, while the conversations' list had room to spare.
+            self.side_split.setSizes([640, 260])
         if self.qsettings.value("conversation/mode") == "search":
             self.conversation.set_search_mode(True)
         if self.qsettings.value("window/evidence", "1") == "0":
@@ -822,13 +846,19 @@ class MainWindow(QMainWindow):
             "failed": p.error_text,
         }.get(phase, p.accent)
         self.phase_dot.setStyleSheet(f"color: {color};")
-        if phase == "ready":
+        indexing = phase == "ready" and self.backend.indexing
+        if indexing:
+            # Not "Ready" while a run goes on: search and answers work meanwhile, but what
+            # they find is still growing.
+            self.phase_dot.setStyleSheet(f"color: {p.accent};")
+            text = "Indexing… · search works meanwhile"
+        elif phase == "ready":
             snap = self.backend.snapshot
             text = "Ready" + (
                 f" · {count_of(snap.documents, 'file')} indexed" if snap and snap.documents else ""
             )
         self.phase_label.setText(text)
-        self.phase_busy.setVisible(phase in ("opening", "loading_model", "starting"))
+        self.phase_busy.setVisible(indexing or phase in ("opening", "loading_model", "starting"))
         if phase == "ready":
             self.banner.hide()
 
@@ -858,6 +888,37 @@ class MainWindow(QMainWindow):
             self.show_notice(
                 "info", f"Library up to date: {count_of(changed, 'file')} indexed or updated."
             )
+        elif self._rescan == "running":
+            self.show_notice("info", "Rescan done: no new, changed or deleted files.")
+        if self._rescan == "running":
+            self._rescan = ""
+
+    def rescan(self) -> None:
+        """F5, the Rescan button and menu item: look for changes, and say so."""
+        snap = self.backend.snapshot
+        if not self.backend.is_ready:
+            self.show_notice(
+                "info", "Lectern is still opening your library; rescan once it is ready."
+            )
+            return
+        if snap is not None and not snap.folders:
+            self.show_notice("info", "No folders to rescan yet: add a folder first.")
+            return
+        folders = count_of(len(snap.folders), "folder") if snap is not None else "your folders"
+        self.show_notice("info", f"Rescanning {folders} for new, changed and deleted files…")
+        self._rescan = "asked"
+        self.backend.rescan()
+
+    def _rescan_started(self, job: Any) -> None:
+        if self._rescan == "asked" and job.is_full_rescan:
+            self._rescan = "running"
+
+    def _rescan_done(self) -> None:
+        """The watcher's pass for a rescan ended (a run without a watcher ends in
+        ``_index_finished``)."""
+        if self._rescan and not self.backend.indexing:
+            self._rescan = ""
+            self.show_notice("info", "Rescan done: your library is up to date.")
 
     def show_notice(self, level: str, text: str) -> None:
         p = self.theme.palette

@@ -8,7 +8,7 @@ window or closing it); every outcome, a malformed address included, becomes an
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.config import Settings
 from core.errors import LecternError
@@ -93,6 +93,11 @@ def probe_llm(settings: Settings) -> LLMStatus:
         listed = client.list_models()
         models = tuple(m.name for m in listed)
         sizes = tuple(m.size for m in listed)
+        # A single-model server (llama.cpp) answers to any name with the one it loaded,
+        # so the badge names that model rather than calling the configured one missing.
+        served = client.served_model(settings.llm_model)
+        if served != settings.llm_model:
+            settings = replace(settings, llm_model=served)
     except LLMUnavailableError as exc:
         return LLMStatus(
             "unreachable", kind, url, settings.llm_model, message=exc.message, hint=exc.hint

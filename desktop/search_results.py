@@ -1,4 +1,9 @@
-"""Search-only results: one card per passage, with the searched words highlighted."""
+"""Search-only results: one card per passage, with the searched words highlighted.
+
+The Search tab is a list of its own (``SearchView``), not part of the conversation's
+transcript: the latest search's results, best first and scrolled to the top, kept with
+each conversation while the app runs. It searches the words (passages that contain
+them) or, when asked, their meaning too (passages that may not hold the words at all)."""
 
 from __future__ import annotations
 
@@ -6,9 +11,14 @@ from dataclasses import replace
 from typing import Any
 
 from desktop.qt import (
+    QButtonGroup,
     QFrame,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
     Qt,
     QTimer,
+    QToolButton,
     QVBoxLayout,
     QWidget,
     Signal,
@@ -32,10 +42,13 @@ from desktop.widgets import ClickableFrame, WrapLabel
 class SearchResultsWidget(QFrame):
     evidence_requested = Signal(object)
 
-    def __init__(self, query: str, theme: Theme, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, query: str, theme: Theme, parent: QWidget | None = None, *, words_only: bool = False
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("turn")
         self.query = query
+        self.words_only = words_only
         self.theme = theme
         self.hits: list[SourceView] = []
         self.error: tuple[str, str] | None = None
@@ -81,14 +94,21 @@ class SearchResultsWidget(QFrame):
             return
         count = len(self.hits)
         if not count:
+            advice = (
+                "No passage holds these words. Try other words, or search by meaning."
+                if self.words_only
+                else "Try other words, or check that your folders are indexed."
+            )
             self.header.setText(
                 f"<b>No passages match “{q}”.</b> "
-                f'<span style="color:{palette.muted};">Try other words, or check that your folders are indexed.</span>'
+                f'<span style="color:{palette.muted};">{advice}</span>'
             )
             return
+        how = "containing the words" if self.words_only else "by words and meaning"
         self.header.setText(
             f"<b>{count} passage{'s' if count != 1 else ''} for “{q}”</b> "
-            f'<span style="color:{palette.muted};">· best match first · click one to see it in its document</span>'
+            f'<span style="color:{palette.muted};">· {how} · best match first · '
+            "click one to see it in its document</span>"
         )
         self._terms = query_terms(self.query)
         self._queue = list(self.hits)
@@ -131,3 +151,146 @@ class SearchResultsWidget(QFrame):
         del self._queue[:batch]
         if self._queue:
             QTimer.singleShot(0, self._add_cards)
+
+
+SEARCH_EMPTY = (
+    "Type words below and press Enter: the passages that contain them are listed here, "
+    "best match first. Click one to see it in its document."
+)
+
+
+class SearchView(QFrame):
+    """The Search tab: how to search (the words, or their meaning too) over the latest
+    search's results, one list per conversation."""
+
+    evidence_requested = Signal(object)
+    mode_changed = Signal(bool)  # words only
+
+    def __init__(self, theme: Theme, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("searchView")
+        self.theme = theme
+        # Each conversation's latest results (None: the conversation not saved yet).
+        self._kept: dict[int | None, SearchResultsWidget] = {}
+        self.key: int | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(24, 12, 24, 4)
+        bar.setSpacing(8)
+        bar.addWidget(QLabel("Find", objectName="searchModeLabel"))
+        segment = QFrame(objectName="segment")
+        seg = QHBoxLayout(segment)
+        seg.setContentsMargins(3, 3, 3, 3)
+        seg.setSpacing(2)
+        self.words_button = QToolButton(objectName="segmentButton")
+        self.words_button.setText("Exact words")
+        self.words_button.setToolTip("Only passages that contain the words you typed")
+        self.meaning_button = QToolButton(objectName="segmentButton")
+        self.meaning_button.setText("Words and meaning")
+        self.meaning_button.setToolTip(
+            "Also passages close in meaning, which may not contain the words"
+        )
+        self.mode_group = QButtonGroup(self)
+        for button in (self.words_button, self.meaning_button):
+            button.setCheckable(True)
+            self.mode_group.addButton(button)
+            seg.addWidget(button)
+        self.words_button.setChecked(True)
+        self.mode_group.buttonToggled.connect(
+            lambda button, on: self.mode_changed.emit(self.words_only) if on else None
+        )
+        bar.addWidget(segment)
+        bar.addStretch(1)
+        layout.addLayout(bar)
+
+        self.scroll = QScrollArea(objectName="transcript")
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        holder = QWidget(objectName="transcriptHolder")
+        hl = QHBoxLayout(holder)
+        hl.setContentsMargins(24, 12, 24, 24)
+        hl.addStretch(1)
+        self.column = QWidget(objectName="transcriptColumn")
+        self.column.setMaximumWidth(860)
+        self.column_layout = QVBoxLayout(self.column)
+        self.column_layout.setContentsMargins(0, 0, 0, 0)
+        self.empty = WrapLabel(SEARCH_EMPTY, objectName="searchEmpty")
+        self.column_layout.addWidget(self.empty)
+        self.column_layout.addStretch(1)
+        hl.addWidget(self.column, 100)
+        hl.addStretch(1)
+        self.scroll.setWidget(holder)
+        layout.addWidget(self.scroll, 1)
+        theme.changed.connect(self._restyle)
+        self._restyle()
+
+    @property
+    def words_only(self) -> bool:
+        return self.words_button.isChecked()
+
+    def set_words_only(self, on: bool) -> None:
+        (self.words_button if on else self.meaning_button).setChecked(True)
+
+    @property
+    def results(self) -> SearchResultsWidget | None:
+        """The results shown now (None: no search in this conversation yet)."""
+        return self._kept.get(self.key)
+
+    def show_for(self, key: int | None) -> None:
+        """Show the latest results of conversation ``key`` (None: the unsaved one)."""
+        current = self.results
+        if current is not None:
+            current.hide()
+        self.key = key
+        shown = self.results
+        if shown is not None:
+            shown.show()
+        self.empty.setVisible(shown is None)
+        self._to_top()
+
+    def start(self, query: str) -> SearchResultsWidget:
+        """A new search's results, in place of the conversation's earlier ones."""
+        old = self._kept.pop(self.key, None)
+        if old is not None:
+            old.deleteLater()
+        widget = SearchResultsWidget(query, self.theme, words_only=self.words_only)
+        widget.evidence_requested.connect(self.evidence_requested.emit)
+        self.column_layout.insertWidget(0, widget)
+        self._kept[self.key] = widget
+        self.empty.hide()
+        self._to_top()
+        return widget
+
+    def holds(self, widget: SearchResultsWidget) -> bool:
+        """``widget`` is a conversation's latest results (not replaced, not deleted)."""
+        return any(kept is widget for kept in self._kept.values())
+
+    def rekey(self, old: int | None, new: int | None) -> None:
+        """The unsaved conversation was saved as ``new``: its results go with it."""
+        if old in self._kept and new not in self._kept:
+            self._kept[new] = self._kept.pop(old)
+        if self.key == old:
+            self.key = new
+
+    def forget(self, key: int | None) -> None:
+        widget = self._kept.pop(key, None)
+        if widget is not None:
+            widget.deleteLater()
+        if key == self.key:
+            self.empty.show()
+
+    def refresh(self) -> None:
+        for widget in self._kept.values():
+            widget.refresh()
+
+    def _to_top(self) -> None:
+        # Now and once the cards added in later turns of the event loop are laid out.
+        self.scroll.verticalScrollBar().setValue(0)
+        QTimer.singleShot(0, lambda: self.scroll.verticalScrollBar().setValue(0))
+
+    def _restyle(self, *_: object) -> None:
+        self.empty.setStyleSheet(f"color: {self.theme.palette.muted};")

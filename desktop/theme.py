@@ -214,15 +214,21 @@ def _stylesheet_template() -> str:
 
 
 def _arrow_images(p: Palette) -> dict[str, str]:
-    """Recoloured arrows for combo and spin boxes, as files: QSS can only load images by
-    path. Written once per colour into a private cache folder."""
+    """Recoloured arrows for combo and spin boxes and the check box's tick, as files: QSS
+    can only load images by path. Written once per colour into a private cache folder."""
     folder = Path(tempfile.gettempdir()) / f"lectern-style-{getpass_user()}"
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, str] = {}
-    for key, name in (("arrow_down", "chevron-down"), ("arrow_up", "chevron-up")):
-        path = folder / f"{name}-{p.muted.lstrip('#')}.png"
+    for key, name, color, size in (
+        ("arrow_down", "chevron-down", p.muted, 12),
+        ("arrow_up", "chevron-up", p.muted, 12),
+        # Drawn on the accent: Fusion's own box outlines a darker shade of the window,
+        # which on the dark palette left an unchecked box all but invisible (1.1:1).
+        ("check_mark", "check", p.accent_text, 14),
+    ):
+        path = folder / f"{name}-{color.lstrip('#')}-{size}.png"
         if not path.exists():
-            svg_pixmap(name, p.muted, 12, 2.0).save(str(path))
+            svg_pixmap(name, color, size, 2.0).save(str(path))
         out[key] = path.as_posix()
     return out
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from core.redaction import blank_answer
 from desktop.qt import (
     QFrame,
     QGuiApplication,
@@ -51,12 +52,18 @@ STRONG_WARNINGS = {
     "not_saved",
     "no_sources",
     "empty_library",
+    "still_indexing",
     "model_missing",
 }
 
 
 # Warnings whose answer a second try may complete: they carry an "Ask again" button.
 ASK_AGAIN_WARNINGS = {"incomplete", "llm_timeout", "llm_unavailable"}
+
+# No language model to write answers: said once in a conversation (and all along by the
+# header's model badge and each card's "no language model" badge). The same large box
+# on every answer buried the answers under it.
+ONCE_PER_CONVERSATION = {"llm_unavailable", "model_missing"}
 
 
 class _Bubble(WrapLabel):
@@ -91,6 +98,9 @@ class TurnWidget(QFrame):
         self.setObjectName("turn")
         self.turn = turn
         self.theme = theme
+        # Whether an earlier answer of the conversation already said a warning of this
+        # kind (the conversation panel answers; alone, a card says everything).
+        self.said_before: Callable[[str], bool] = lambda _kind: False
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(8)
@@ -265,6 +275,8 @@ class TurnWidget(QFrame):
                 item.widget().hide()
                 item.widget().deleteLater()
         for kind, message in self.turn.warnings:
+            if kind in ONCE_PER_CONVERSATION and self.said_before(kind):
+                continue
             strong = kind in STRONG_WARNINGS
             row = QFrame(objectName="warningNote" if strong else "adviceNote")
             lay = QHBoxLayout(row)
@@ -461,11 +473,15 @@ class TurnWidget(QFrame):
 
     def forget_sources(self, kept: Callable[[str], bool]) -> bool:
         """Blank the text of the sources whose document is no longer in the library (not
-        ``kept``), as the stored conversation does; True when any was."""
+        ``kept``), and the answer's sentences citing or quoting them, as the stored
+        conversation does (core/redaction.py); True when any was."""
         turn = self.turn
         gone = {s.path for s in turn.sources if not s.removed and not kept(s.path)}
         if not gone:
             return False
+        if not turn.streaming:
+            passages = {s.n: s.text for s in turn.sources if s.path in gone and s.text}
+            turn.answer = blank_answer(turn.answer, passages)
         turn.sources = [
             replace(s, text="", removed=True) if s.path in gone else s for s in turn.sources
         ]
@@ -475,6 +491,7 @@ class TurnWidget(QFrame):
                 c,
                 source=by_n.get(c.n, c.source),
                 spans=tuple(replace(span, text="") for span in c.spans),
+                sentence="",
             )
             if c.source is not None and c.source.path in gone
             else c

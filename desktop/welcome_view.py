@@ -22,6 +22,46 @@ from desktop.rich import (
 )
 from desktop.theme import Palette, Theme, icon
 
+# The names people know a format by, where its registry kind is not one (the three
+# OpenDocument kinds are one family). A kind missing here is named by core's type_name.
+_FAMILY = {
+    "pdf": "PDF",
+    "txt": "text",
+    "odt": "OpenDocument",
+    "ods": "OpenDocument",
+    "odp": "OpenDocument",
+    "eml": "e-mail",
+    "mbox": "e-mail",
+    "csv": "CSV",
+    "rtf": "RTF",
+}
+# The formats most people have first; the rest follow by name.
+_FIRST = ("pdf", "docx", "md", "txt", "html")
+
+
+def format_name(kind: str) -> str:
+    """What a person calls the file type ``kind`` of the parser registry."""
+    from core.records import type_name
+
+    return _FAMILY.get(kind) or type_name(kind)
+
+
+def readable_formats() -> str:
+    """Every kind of file the parser registry (core/ingest/registry.py) reads, named as a
+    person would, in one phrase: "PDF, Word (.docx), Markdown, …, RTF and e-mail"."""
+    from core.ingest.registry import FILE_TYPES
+
+    kinds = sorted(
+        FILE_TYPES,
+        key=lambda k: (_FIRST.index(k) if k in _FIRST else len(_FIRST), format_name(k).lower()),
+    )
+    names: list[str] = []
+    for kind in kinds:
+        name = format_name(kind) + (" (.docx)" if kind == "docx" else "")
+        if name not in names:
+            names.append(name)
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+
 
 class WelcomeView(QScrollArea):
     add_folder = Signal()
@@ -189,8 +229,8 @@ class WelcomeView(QScrollArea):
                 1,
                 "todo",
                 "Add a folder of documents",
-                "Drop a folder anywhere on this window, or choose one. Lectern reads PDF, Word "
-                "(.docx), Markdown, HTML and text files, and keeps watching the folder for changes.",
+                "Drop a folder anywhere on this window, or choose one. Lectern reads "
+                f"{esc(readable_formats())} files, and keeps watching the folder for changes.",
                 [("Add folder…", self.add_folder.emit, True)],
             )
         self._llm_step(palette)

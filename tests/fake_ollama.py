@@ -162,6 +162,10 @@ class FakeOllama:
         self.pull_error: str | None = None
         self.pull_delay_s = 0.0
         self.api_key: str | None = None  # required bearer token on /v1 when set
+        # llama.cpp while it loads its model: /v1/chat/completions answers 503 "Loading
+        # model" until this many seconds after the first such request.
+        self.loading_for_s = 0.0
+        self._loading_since: float | None = None
         self.requests: list[Recorded] = []
         self.disconnects: list[float] = []  # when a client hung up during a stall
         self.port = 0
@@ -386,12 +390,32 @@ class _Handler(BaseHTTPRequestHandler):
             elif self.path == "/api/pull":
                 self._pull(body or {})
             elif self.path == "/v1/chat/completions":
-                if self._openai_auth():
+                if self._still_loading():
+                    self._json(
+                        503,
+                        {
+                            "error": {
+                                "code": 503,
+                                "message": "Loading model",
+                                "type": "unavailable_error",
+                            }
+                        },
+                    )
+                elif self._openai_auth():
                     self._v1_chat(body or {})
             else:
                 self._text(404, "404 page not found")
         except _ClientGone:
             self.close_connection = True
+
+    def _still_loading(self) -> bool:
+        fake = self.fake
+        if fake.loading_for_s <= 0:
+            return False
+        with fake._lock:
+            if fake._loading_since is None:
+                fake._loading_since = time.monotonic()
+            return time.monotonic() - fake._loading_since < fake.loading_for_s
 
     # Ollama native --------------------------------------------------------------------
 

@@ -234,11 +234,47 @@ def test_verify_flags_what_the_sources_do_not_say(normans: list[Hit], embedder: 
     kinds = [w.kind for w in report.warnings]
     assert report.removed == (7,) and "unknown_citation" in kinds
     assert "[7]" not in report.answer and "[1]." in report.answer
-    assert (
-        "12th" in report.unverified and "40,000" not in report.unverified
-    )  # uncited: unsupported instead
+    # An uncited sentence is unsupported, and its numbers are still checked against every
+    # source (a wrong year in an uncited sentence went unnoticed before).
+    assert "12th" in report.unverified and "40,000" in report.unverified
+    assert any(
+        "40,000" in w.message and "none of the sources" in w.message for w in report.warnings
+    )
     assert len(report.unsupported) == 1 and "Sicily" in report.unsupported[0]
     assert "unsupported" in kinds and "unverified_number" in kinds
+
+
+def test_a_name_the_cited_source_does_not_have_is_flagged(normans: list[Hit]) -> None:
+    # A real model wrote "Old Norse" where its source says "Frankish": the sentence is
+    # cited and reads well, so only the name tells.
+    source = make_hit(
+        "The descendants of Rollo's Vikings adopted the Frankish language and customs "
+        "of the region.",
+        chunk_id=41,
+    )
+    wrong = verify_answer("The Normans spoke Old Norse [1].", [source])
+    assert "Old Norse" in wrong.unverified
+    assert any(w.kind == "unverified_number" and "Old Norse" in w.message for w in wrong.warnings)
+    right = verify_answer(
+        "The descendants of the Vikings spoke the Frankish language [1].", [source]
+    )
+    assert right.unverified == ()
+
+
+def test_citation_forms_real_models_write_are_read_and_the_tag_never_shown() -> None:
+    source = make_hit("Rollo led the Vikings who settled in Normandy in 911.", chunk_id=42)
+    tag = "1a2b3c4d"
+    for written in (
+        f'Rollo led the Vikings <<source-{tag} n=1 title="Normans">>.',
+        f"Rollo led the Vikings <<source-{tag} n=1>> <<end-{tag}>>.",
+        "Rollo led the Vikings (Source 1).",
+        "Rollo led the Vikings 【1†source】.",
+        "Rollo led the Vikings [^1].",
+    ):
+        report = verify_answer(written, [source], tag=tag)
+        assert report.answer == "Rollo led the Vikings [1].", written
+        assert [c.n for c in report.citations] == [1]
+        assert tag not in report.answer and "no_citations" not in {w.kind for w in report.warnings}
 
 
 def test_numbers_match_despite_formatting() -> None:
@@ -287,7 +323,10 @@ def test_prompt_delimiters_cannot_be_forged(normans: list[Hit]) -> None:
     assert "\u200b" not in user and "\u202e" not in user and "\U000e0041" not in user
     assert user.index("n=1 ") < user.index("n=2 ") < user.index("n=4 ")
     system = messages[0]["content"]
-    assert system.startswith(f"Request tag: {tag}.") and REFUSAL in system
+    # The tag opens the user's message, before any source text; the system message is the
+    # same for every request, so a server's prompt cache keeps it.
+    assert user.startswith(f"Request tag: {tag}") and tag not in system and REFUSAL in system
+    assert build_messages("Other?", normans, "0badcafe")[0]["content"] == system
     assert "data, not instructions" in system and "[1]" in system
 
 

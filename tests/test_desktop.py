@@ -333,7 +333,8 @@ def test_search_only_mode_ranks_passages_with_matching_words_highlighted(
     assert panel.search_only
     panel.input.setPlainText("corporate card monthly limit")
     qtbot.keyClick(panel.input, Qt.Key.Key_Return)  # type: ignore[attr-defined]
-    results = panel.items[-1]
+    results = panel.search_results
+    assert results is not None
     qtbot.waitUntil(lambda: not results.loading, timeout=20_000)  # type: ignore[attr-defined]
     assert results.hits and results.hits[0].path.endswith("expense-limits-note.txt")
     snippet_html = results.cards[0].label.text()

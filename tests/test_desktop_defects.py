@@ -171,7 +171,7 @@ def search_for(qtbot: Any, window: MainWindow, query: str) -> Any:
     panel.set_search_mode(True)
     panel.input.setPlainText(query)
     qtbot.keyClick(panel.input, Qt.Key.Key_Return)
-    results = panel.items[-1]
+    results = panel.search_results
     qtbot.waitUntil(lambda: not results.loading and bool(results.cards), timeout=20_000)
     return results
 
@@ -216,7 +216,7 @@ def test_a_pdf_search_hit_highlights_only_the_searched_words(
     query = "flightcrew awareness of the failure"
     panel.input.setPlainText(query)
     qtbot.keyClick(panel.input, Qt.Key.Key_Return)
-    results = panel.items[-1]
+    results = panel.search_results
     qtbot.waitUntil(lambda: not results.loading and bool(results.cards), timeout=20_000)
     hit = results.hits[0]
     results.cards[0].clicked.emit()
@@ -329,7 +329,7 @@ def test_text_wraps_or_elides_at_1024x700_and_in_narrow_panes(
     panel.set_search_mode(True)
     panel.input.setPlainText("home office allowance equipment")
     qtbot.keyClick(panel.input, Qt.Key.Key_Return)
-    results = panel.items[-1]
+    results = panel.search_results
     qtbot.waitUntil(lambda: not results.loading and bool(results.cards), timeout=20_000)
     qtbot.waitUntil(lambda: len(results.cards) == len(results.hits), timeout=10_000)
     settle(qtbot)

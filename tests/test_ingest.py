@@ -117,7 +117,11 @@ def wait_for_exit(pid: int, timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            # A killed process shows as a zombie as soon as its first thread is gone,
+            # while its other threads (a reader's parent watch) still hold its sockets.
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE and (
+                not os.path.isdir(f"/proc/{pid}/task") or len(os.listdir(f"/proc/{pid}/task")) <= 1
+            ):
                 return True
         except psutil.NoSuchProcess:
             return True

@@ -95,6 +95,35 @@ def remove_unknown(text: str, source_count: int) -> tuple[str, tuple[int, ...]]:
     return "".join(out), tuple(sorted(removed))
 
 
+# How real models cite when they do not write [n]: the source marker copied back
+# ("<<source-1a2b3c4d n=1 title=...>>", 4 of 16 answers of a 1.5B model), "(Source 2)",
+# "【1】", "[^1]", "[1†source]", "[n=1]". Each becomes [n]; an end marker goes.
+_MARKER_CITE = re.compile(
+    r"[<‹«]{1,2}\s*source[-\w]*\s+n\s*=\s*(\d{1,3})\b[^<>\n]{0,400}?[>›»]{1,2}", re.IGNORECASE
+)
+_MARKER_END = re.compile(r"[<‹«]{1,2}\s*/?\s*end[-\w]*\s*[>›»]{1,2}", re.IGNORECASE)
+_PAREN_CITE = re.compile(
+    r"\(\s*(?:sources?|src)\s*:?\s*(\d{1,3}(?:\s*(?:,|;|-|–|and|&)\s*\d{1,3})*)\s*\)",
+    re.IGNORECASE,
+)
+_ODD_BRACKETS = re.compile(
+    r"【\s*(\d{1,3})[^】]{0,40}】|\[\^(\d{1,3})\]|\[(\d{1,3})†[^\]]{0,40}\]|\[\s*n\s*=\s*(\d{1,3})\s*\]"
+)
+
+
+def normalise_citations(text: str, tag: str | None = None) -> str:
+    """The answer with every citation form real models write turned into ``[n]``, and the
+    request tag gone wherever the model repeated it (it is never shown)."""
+    text = _MARKER_CITE.sub(lambda m: f"[{m.group(1)}]", text)
+    text = _MARKER_END.sub("", text)
+    text = _PAREN_CITE.sub(lambda m: f"[{m.group(1)}]", text)
+    text = _ODD_BRACKETS.sub(lambda m: f"[{next(g for g in m.groups() if g)}]", text)
+    if tag:
+        text = re.sub(r"(?:request\s+tag:?\s*)?" + re.escape(tag), "", text, flags=re.IGNORECASE)
+    # Two markers in a row make "[1][2]"; a space before punctuation is left by a removal.
+    return re.sub(r"[ \t]+([.,;:!?])", r"\1", text)
+
+
 _CITE_WITH_SPACE = re.compile(r"[ \t]*" + _CITE.pattern, re.IGNORECASE)
 _LEADING_CITES = re.compile(r"(?:\s*" + _CITE.pattern + r")+\s*", re.IGNORECASE)
 
@@ -234,6 +263,42 @@ def _contains_token(haystack: str, token: str) -> bool:
 def unverified_identifiers(claim: str, sources: Sequence[str]) -> list[str]:
     haystack = _norm_digits(" ".join(sources))
     return [t for t in identifiers(claim) if not _contains_token(haystack, t)]
+
+
+_NAME = re.compile(r"(?<![\w'’])(?:[A-Z][\w'’-]+)(?:\s+(?:of\s+|de\s+|von\s+)?[A-Z][\w'’-]+)*")
+_NOT_NAMES = frozenset({"i", "the", "a", "an", "in", "on", "it", "this", "that", "yes", "no"})
+
+
+def names(claim: str) -> list[str]:
+    """Capitalised names in a sentence ("Old Norse", "Rollo"), not the word that opens it:
+    a model that swaps one name for another ("Old Norse" for "Frankish") keeps the
+    sentence's shape, so a name no source has is worth a warning."""
+    found: list[str] = []
+    for match in _NAME.finditer(claim):
+        name = match.group(0)
+        if match.start() == len(claim) - len(claim.lstrip()):
+            # The sentence's first word is capitalised anyway; keep the rest of the run.
+            rest = name.split(None, 1)
+            if len(rest) < 2:
+                continue
+            name = rest[1]
+        if name.casefold() in _NOT_NAMES or len(name) < 3 or name not in claim:
+            continue
+        if name not in found:
+            found.append(name)
+    return found
+
+
+def unverified_names(claim: str, sources: Sequence[str]) -> list[str]:
+    haystack = " ".join(sources).casefold()
+    missing = []
+    for name in names(claim):
+        words = [w for w in re.findall(r"\w+", name.casefold()) if len(w) > 2]
+        # A name counts as found when each of its words is (a source may write "the
+        # Norse" where the answer says "Norse").
+        if words and not all(re.search(r"\b" + re.escape(w), haystack) for w in words):
+            missing.append(name)
+    return missing
 
 
 # --- spans ----------------------------------------------------------------------------
@@ -436,6 +501,16 @@ class SpanFinder:
             self._vectors[self._key(hit)] = vectors[pos : pos + count]
             pos += count
 
+    def text_vectors(self, texts: Sequence[str]) -> np.ndarray | None:
+        """One vector per text (None without an embedder), each text embedded once per
+        finder: the extractive answer's question and candidate units."""
+        if self.embedder is None:
+            return None
+        self.prepare(texts, ())
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([self._claims[t] for t in texts])
+
     def vectors(self, claim: str, hit: Hit) -> tuple[np.ndarray | None, np.ndarray | None]:
         """The claim's vector and the hit's sentence vectors (None without an embedder)."""
         if self.embedder is None:
@@ -540,9 +615,14 @@ def verify_answer(
     *,
     page_of: PageLookup | None = None,
     finder: SpanFinder | None = None,
+    tag: str | None = None,
 ) -> CitationReport:
-    """Check every citation of ``answer`` against the numbered ``hits`` (``[1]`` is hits[0])."""
-    cleaned, removed = remove_unknown(answer, len(hits))
+    """Check every citation of ``answer`` against the numbered ``hits`` (``[1]`` is hits[0]).
+
+    ``tag`` is the prompt's request tag: citations written as copies of its source
+    markers are read as ``[n]`` and the tag never reaches the answer shown.
+    """
+    cleaned, removed = remove_unknown(normalise_citations(answer, tag), len(hits))
     warnings: list[AnswerWarning] = []
     if removed:
         listed = ", ".join(f"[{n}]" for n in removed)
@@ -563,10 +643,24 @@ def verify_answer(
     citations: list[Citation] = []
     unsupported: list[str] = []
     unverified: list[str] = []
+    every_source = [h.text for h in hits]
     for sentence in sentences:
         if not sentence.numbers:
             if is_claim(sentence.claim):
                 unsupported.append(sentence.claim)
+                # Uncited, yet its numbers and names can still be checked: against every
+                # source the model was given.
+                missing = unverified_identifiers(sentence.claim, every_source)
+                missing += unverified_names(sentence.claim, every_source)
+                unverified.extend(m for m in missing if m not in unverified)
+                if missing:
+                    listed = ", ".join(repr(m) for m in missing)
+                    warnings.append(
+                        AnswerWarning(
+                            "unverified_number",
+                            f'{listed} appears in none of the sources: "{_short(sentence.claim)}"',
+                        )
+                    )
             continue
         for n in sentence.numbers:
             hit = hits[n - 1]
@@ -575,9 +669,9 @@ def verify_answer(
                     n=n, hit=hit, spans=finder.find(sentence.claim, hit), sentence=sentence.text
                 )
             )
-        missing = unverified_identifiers(
-            sentence.claim, [hits[n - 1].text for n in sentence.numbers]
-        )
+        cited_texts = [hits[n - 1].text for n in sentence.numbers]
+        missing = unverified_identifiers(sentence.claim, cited_texts)
+        missing += unverified_names(sentence.claim, cited_texts)
         unverified.extend(m for m in missing if m not in unverified)
         if missing:
             listed = ", ".join(repr(m) for m in missing)

@@ -9,6 +9,15 @@ One worker is kept alive and reused: starting a Python process per file would co
 than parsing the thousands of small files a typical folder holds. It is started with the
 "spawn" method so it does not inherit the parent's memory (the embedding model, Qt) and
 imports only ``core.ingest``.
+
+A reader never outlives the process that started it, and never writes to the terminal:
+its standard output and error go to the null device from its first instruction (a reader
+whose parent was killed printed a BrokenPipeError traceback into the terminal), and a
+thread in it exits the process as soon as the parent is gone (a reader orphaned by a
+``kill -9`` went on reading its file for as long as the file took). The outcome of every
+file is reported through the pipe. ``PR_SET_PDEATHSIG`` is not used: Linux sends it when
+the *thread* that started the reader ends, and the indexing thread that starts one ends
+after every run while the reader is reused by the next.
 """
 
 from __future__ import annotations
@@ -91,14 +100,63 @@ def _limit_address_space(memory_mb: int) -> bool:
     return True
 
 
+# Run by a reader before anything else, even before multiprocessing reads what to run
+# (see _reader_command_line): Ctrl-C in a terminal reaches the whole process group, and
+# the parent decides; nothing the reader prints can reach the terminal.
+_READER_PRELUDE = (
+    "import os, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "_null = os.open(os.devnull, os.O_RDWR); os.dup2(_null, 1); os.dup2(_null, 2); "
+    "os.close(_null); del _null; "
+)
+_PARENT_CHECK_S = 0.1
+
+
+def _silence() -> None:
+    """Standard output and error to the null device (again, for a frozen app, whose
+    readers start without the prelude)."""
+    if os.environ.get("LECTERN_DEBUG") == "1":
+        return
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+
+
+def _exit_with_parent() -> None:
+    """A thread that ends this reader the moment the process that started it is gone:
+    its end of the spawn pipe reads as closed (every OS), or it was re-parented (POSIX)."""
+    from multiprocessing.connection import wait
+
+    parent = multiprocessing.parent_process()
+    sentinel = parent.sentinel if parent is not None else None
+    parent_pid = os.getppid()
+
+    def watch() -> None:
+        while True:
+            try:
+                if sentinel is not None and wait([sentinel], timeout=_PARENT_CHECK_S):
+                    os._exit(0)
+            except (OSError, ValueError):
+                os._exit(0)
+            if sentinel is None:
+                time.sleep(_PARENT_CHECK_S)
+            if os.name != "nt" and os.getppid() != parent_pid:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="lectern-parent-watch", daemon=True).start()
+
+
 def _worker_main(conn: Connection, memory_mb: int, kind: str = "parse") -> None:
     import logging
     import warnings
 
+    _exit_with_parent()
+    _silence()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     from core.ingest.registry import preload
 
-    # Ctrl-C in a terminal reaches the whole process group; the parent decides.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Parser libraries warn about every quirk of every file; nobody reads the worker's
     # stderr, and the outcome of each file is reported through the pipe.
     logging.disable(logging.WARNING)
@@ -113,7 +171,8 @@ def _worker_main(conn: Connection, memory_mb: int, kind: str = "parse") -> None:
 
         readers[ocr.DEFAULT_LANGUAGES] = ocr.PageReader(ocr.DEFAULT_LANGUAGES)
     limited = _limit_address_space(memory_mb)
-    conn.send(("ready", limited))
+    if not _send(conn, ("ready", limited)):
+        return
     while True:
         try:
             request = conn.recv()
@@ -135,11 +194,23 @@ def _worker_main(conn: Connection, memory_mb: int, kind: str = "parse") -> None:
             conn.send(reply)
         except MemoryError:
             reply = ("memory",)
-            conn.send(reply)
+            if not _send(conn, reply):
+                return
+        except (OSError, ValueError):
+            return  # the parent is gone (or closed the pipe): nobody is waiting
         if reply[0] == "memory":
             # A heap that hit its cap is fragmented and may fail again: start afresh.
             return
         del reply
+
+
+def _send(conn: Connection, message: tuple[Any, ...]) -> bool:
+    """Send to the parent; False when it is gone."""
+    try:
+        conn.send(message)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _read_scanned(
@@ -181,6 +252,7 @@ def _main_module_not_imported() -> Iterator[None]:
     the main module is never needed: drop it from what the child is told to prepare.
     """
     original = spawn.get_preparation_data
+    original_command = spawn.get_command_line
 
     def preparation_data(name: str) -> dict[str, Any]:
         data = dict(original(name))
@@ -188,12 +260,29 @@ def _main_module_not_imported() -> Iterator[None]:
         data.pop("init_main_from_path", None)
         return data
 
+    def command_line(**kwds: Any) -> list[str]:
+        return _reader_command_line(original_command(**kwds))
+
     with _SPAWN_PATCH_LOCK:
         spawn.get_preparation_data = preparation_data
+        spawn.get_command_line = command_line
         try:
             yield
         finally:
             spawn.get_preparation_data = original
+            spawn.get_command_line = original_command
+
+
+def _reader_command_line(command: list[str]) -> list[str]:
+    """The interpreter's ``-c`` program with ``_READER_PRELUDE`` in front, so that even
+    a failure while the reader starts (its parent killed meanwhile) prints nothing. A
+    frozen app's readers start through its own entry point instead: _worker_main then
+    silences them once it runs."""
+    command = list(command)
+    if os.environ.get("LECTERN_DEBUG") != "1" and "-c" in command[:-1]:
+        at = command.index("-c") + 1
+        command[at] = _READER_PRELUDE + command[at]
+    return command
 
 
 @dataclass
@@ -371,8 +460,17 @@ class ParserPool:
                 raise TimeoutError("no answer")
             _tag, rlimited = parent_conn.recv()
         except (OSError, EOFError, TimeoutError) as exc:
+            process.join(1)
+            stopped = self._closing or _stopped_by_signal(process.exitcode)
             finalizer()
             parent_conn.close()
+            if stopped:
+                # Stopped from outside while it started (a service stop signals the
+                # whole process group; Lectern closing): not a fault of the file or
+                # of the installation.
+                raise ParseError(
+                    "reading was stopped", hint="Lectern was closing; it reads it next time."
+                ) from exc
             raise LecternError(
                 f"the document reader process could not start ({type(exc).__name__})",
                 hint="Reinstall Lectern; if it persists, report this as a bug.",
@@ -415,7 +513,9 @@ class ParserPool:
         worker.process.join(2)
         exitcode = worker.process.exitcode
         self._discard()
-        if self._closing:
+        if self._closing or (_stopped_by_signal(exitcode) and exitcode != -(_SIGKILL or 0)):
+            # Lectern closing, or a stop signal to the whole process group (a service
+            # stop, a terminal closed): the file is not at fault.
             raise ParseError(
                 "reading was stopped", hint="Lectern was closing; it reads it next time."
             )
@@ -434,6 +534,18 @@ class ParserPool:
         if not (isinstance(cls, type) and issubclass(cls, ParseError)):
             cls = ParseError
         raise cls(reason, hint)
+
+
+_STOP_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGKILL")
+    if hasattr(signal, name)
+)
+
+
+def _stopped_by_signal(exitcode: int | None) -> bool:
+    """Whether a reader's exit code says a signal that stops programs ended it."""
+    return exitcode is not None and exitcode < 0 and -exitcode in _STOP_SIGNALS
 
 
 def _rss(pid: int | None) -> int:

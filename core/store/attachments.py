@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
+from core.scan import disk_path, stored_path
 from core.store.db import Database
 
 
@@ -28,8 +29,8 @@ def attached_paths(db: Database, paths: Sequence[str], container_types: Iterable
                      WHERE type IN (SELECT unnest(?::VARCHAR[]))
                        AND path IN (SELECT unnest(?::VARCHAR[]))) c
                  ON starts_with(d.path, c.prefix)""",
-            [os.sep, sorted(container_types), list(paths)],
+            [os.sep, sorted(container_types), [stored_path(p) for p in paths]],
         )
         .fetchall()
     )
-    return sorted({r[0] for r in rows})
+    return sorted({disk_path(r[0]) for r in rows})

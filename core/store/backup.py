@@ -76,6 +76,22 @@ class RecordBackup:
         folders = data.get("folders") if isinstance(data, dict) else None
         return [f for f in folders if isinstance(f, str)] if isinstance(folders, list) else []
 
+    def unreadable(self) -> list[Path]:
+        """The backup's files that cannot be read back (cut short, garbled): a backup
+        that only looks complete would restore nothing after damage to the database."""
+        paths = [self.folders_path, self.collections_path]
+        if self._conversations.is_dir():
+            paths.extend(sorted(self._conversations.glob("*.json")))
+        bad = []
+        for path in paths:
+            if not path.exists():
+                continue
+            try:
+                json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                bad.append(path)
+        return bad
+
     def load_conversations(self) -> list[dict[str, Any]]:
         """Every readable conversation, oldest first; an unreadable file is skipped."""
         if not self._conversations.is_dir():

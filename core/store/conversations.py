@@ -4,7 +4,9 @@ A conversation is a list of turns. Each turn stores what was asked, the standalo
 used for retrieval, the answer and how it was made, and JSON copies of the sources and
 citations shown, so an old answer can be displayed (and its spans highlighted) without
 re-running anything. When a file leaves the library, :meth:`forget_documents` blanks the
-text copied from it, so no removed document lingers in the history.
+text copied from it (the passages, and the answer sentences drawing on them: see
+core/redaction.py), so no removed document lingers in the history or its search; when the
+same file is indexed again, :meth:`bring_back_documents` gives the turns their text back.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import duckdb
 
 from core.errors import ConversationNotFoundError, InvalidTitleError, StoreError
 from core.records import Citation, Conversation, ConversationMatch, Hit, Turn
+from core.redaction import BlankedTurn, blank_older, blank_turn, restore_turn
+from core.scan import disk_path, stored_path
 from core.store.backup import RecordBackup
 from core.store.db import Database
 
@@ -95,6 +99,9 @@ class ConversationStore:
         self._db = db
         self._lock = db.write_lock
         self._backup = backup
+        # The documents' content version when blanked turns were last matched against
+        # the library (see bring_back_documents); None: not yet since opening.
+        self._checked_version: str | None = None
 
     def _copy_to_backup(self, conversation_id: int) -> None:
         """Every change is copied outside the database (see core/store/backup.py)."""
@@ -254,6 +261,7 @@ class ConversationStore:
         return int(row[0])
 
     def turns(self, conversation_id: int) -> list[Turn]:
+        self.bring_back_documents()
         rows = (
             self._cursor()
             .execute(
@@ -313,6 +321,7 @@ class ConversationStore:
         terms = search_terms(query)
         if not terms:
             return []
+        self.bring_back_documents()
         patterns = {f"t{i}": _like_pattern(t) for i, t in enumerate(terms)}
         like = [f"body ILIKE $t{i} ESCAPE '\\'" for i in range(len(terms))]
         sql = f"""
@@ -365,7 +374,9 @@ class ConversationStore:
             self._backup.remove_conversation(conversation_id)
 
     def forget_documents(self, paths: Iterable[str]) -> int:
-        """Blank the text copied from ``paths`` into stored turns; returns turns changed."""
+        """Take the text copied from ``paths`` out of stored turns: the passages, the
+        quotes, and the answer sentences and notes drawing on them (core/redaction.py);
+        returns turns changed. The backup is rewritten with them."""
         gone = set(paths)
         if not gone:
             return 0
@@ -374,34 +385,115 @@ class ConversationStore:
         with self._lock:
             cur = self._cursor()
             rows = cur.execute(
-                "SELECT id, sources, citations, conversation_id FROM turns"
+                "SELECT id, answer, sources, citations, warnings, conversation_id FROM turns"
             ).fetchall()
-            for turn_id, raw_sources, raw_citations, conversation_id in rows:
+            for turn_id, answer, raw_sources, raw_citations, raw_warnings, conversation_id in rows:
                 sources = json.loads(raw_sources or "[]")
                 citations = json.loads(raw_citations or "[]")
-                hit = False
-                for source in sources:
-                    if source.get("document") in gone and source.get("text"):
-                        source["text"] = ""
-                        source["removed"] = True
-                        hit = True
-                for citation in citations:
-                    if citation.get("document") in gone and (
-                        citation.get("quote") or citation.get("spans")
-                    ):
-                        citation["quote"] = ""
-                        citation["spans"] = [{**s, "text": ""} for s in citation.get("spans") or []]
-                        citation["removed"] = True
-                        hit = True
-                if hit:
-                    cur.execute(
-                        "UPDATE turns SET sources = ?, citations = ? WHERE id = ?",
-                        [json.dumps(sources), json.dumps(citations), turn_id],
-                    )
+                if not any(item.get("document") in gone for item in (*sources, *citations)):
+                    continue
+                blanked = blank_turn(
+                    answer or "", sources, citations, json.loads(raw_warnings or "[]"), gone
+                )
+                if blanked.changed:
+                    self._write_turn(cur, int(turn_id), blanked)
                     changed += 1
                     touched.add(int(conversation_id))
             for conversation_id in touched:
                 self._copy_to_backup(conversation_id)
+        return changed
+
+    def _write_turn(self, cur: duckdb.DuckDBPyConnection, turn_id: int, turn: BlankedTurn) -> None:
+        cur.execute(
+            "UPDATE turns SET answer = ?, sources = ?, citations = ?, warnings = ? WHERE id = ?",
+            [
+                turn.answer,
+                json.dumps(turn.sources),
+                json.dumps(turn.citations),
+                json.dumps(turn.warnings),
+                turn_id,
+            ],
+        )
+
+    def bring_back_documents(self) -> int:
+        """Give blanked turns back the passages of files that are in the library again:
+        same path, and the same passage (by its hash) at the same place in the re-indexed
+        text; returns turns changed. Cheap when nothing changed: the documents' content
+        version is compared first, so reading turns calls it every time."""
+        if self._db.read_only:
+            return 0  # a library opened read-only shows its turns as they are stored
+        if self._db.get_meta("content_version", "0") == self._checked_version:
+            return 0
+        # Under the writer's lock throughout: a removal blanking the same turns meanwhile
+        # must not be overwritten with what was read before it.
+        with self._lock:
+            version = self._db.get_meta("content_version", "0")
+            if version == self._checked_version:
+                return 0
+            changed = self._bring_back()
+            self._checked_version = version
+        return changed
+
+    def _bring_back(self) -> int:
+        cur = self._cursor()
+        rows = cur.execute(
+            """SELECT id, answer, sources, citations, warnings, conversation_id FROM turns
+               WHERE contains(sources, '"removed": true')"""
+        ).fetchall()
+        if not rows:
+            return 0
+        turns: dict[int, tuple[int, BlankedTurn]] = {}
+        touched: set[int] = set()
+        for turn_id, answer, raw_sources, raw_citations, raw_warnings, conversation_id in rows:
+            turn = blank_older(
+                answer or "",
+                json.loads(raw_sources or "[]"),
+                json.loads(raw_citations or "[]"),
+                json.loads(raw_warnings or "[]"),
+            )
+            if turn.changed:
+                # Blanked by an older Lectern, which left the answer's sentences.
+                self._write_turn(cur, int(turn_id), turn)
+                touched.add(int(conversation_id))
+            turns[int(turn_id)] = (int(conversation_id), turn)
+        wanted = {
+            str(s.get("document"))
+            for _, turn in turns.values()
+            for s in turn.sources
+            if s.get("removed") and s.get("check")
+        }
+        found = cur.execute(
+            """SELECT d.path, d.id FROM documents d
+               WHERE d.path IN (SELECT unnest(?::VARCHAR[])) AND d.state = 'indexed'""",
+            [sorted(stored_path(p) for p in wanted)],
+        ).fetchall()
+        document_ids = {disk_path(str(path)): int(doc_id) for path, doc_id in found}
+        texts: dict[str, str] = {}
+
+        def read(path: str, start: int, end: int) -> str | None:
+            if path not in document_ids:
+                return None
+            if path not in texts:
+                row = cur.execute(
+                    "SELECT text FROM document_text WHERE document_id = ?", [document_ids[path]]
+                ).fetchone()
+                texts[path] = str(row[0]) if row else ""
+            text = texts[path]
+            return text[start:end] if 0 <= start < end <= len(text) else None
+
+        changed = len(touched)
+        for turn_id, (conversation_id, turn) in turns.items() if document_ids else ():
+            back = restore_turn(
+                turn.answer, turn.sources, turn.citations, turn.warnings, read, document_ids
+            )
+            if back.changed:
+                self._write_turn(cur, turn_id, back)
+                changed += conversation_id not in touched
+                touched.add(conversation_id)
+        # Set before the backup copy, which reads the turns (and so would ask again).
+        self._checked_version = self._db.get_meta("content_version", "0")
+        for conversation_id in touched:
+            self._copy_to_backup(conversation_id)
         return changed
 
     # Last in the class: a method named ``list`` would shadow the builtin in the

@@ -11,6 +11,7 @@ import errno
 import glob
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -27,6 +28,8 @@ from core.errors import (
     DamagedStoreError,
     DiskFullError,
     IndexBusyError,
+    LibraryAccessError,
+    ReadOnlyLibraryError,
     StoreError,
     UnreplayableLogError,
     reinstall_hint,
@@ -119,7 +122,9 @@ def disk_full_error(path: Path | str, needed_bytes: int = 0) -> DiskFullError:
 
 def set_aside(path: Path, why: str) -> Path | None:
     """Rename ``path`` (and its write-ahead log) to ``<name>.<why>-<timestamp>``, never
-    deleting it; returns the new name, or None when there was no file."""
+    deleting it; returns the new name, or None when there was no file. A file that may
+    not be renamed (a read-only folder, no permission) raises the error that says so,
+    never a bare OSError."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     kept: Path | None = None
     for source in (path, Path(f"{path}.wal")):
@@ -129,14 +134,115 @@ def set_aside(path: Path, why: str) -> Path | None:
             while target.exists():
                 n += 1
                 target = source.with_name(f"{source.name}.{why}-{stamp}-{n}")
-            os.replace(source, target)
+            try:
+                os.replace(source, target)
+            except OSError as exc:
+                raise os_open_error(source, exc) or LibraryAccessError(
+                    f"Lectern could not rename {source} aside to repair it: {exc.strerror}.",
+                    path=str(source),
+                ) from exc
             kept = kept or target
     return kept
 
 
-def _open_error(path: Path, exc: duckdb.Error) -> StoreError:
-    """Tell a busy library from a damaged file or a log that cannot be replayed (the
-    words DuckDB uses decide: "block" in a damage report once read as "lock")."""
+# Words DuckDB passes on from the operating system when a file cannot be opened as it
+# is. None of them is damage: a file that is renamed aside for them is a healthy library
+# replaced by an empty one.
+_READ_ONLY_WORDS = ("Read-only file system",)
+_DENIED_WORDS = ("Permission denied", "Operation not permitted")
+_NOT_A_FILE_WORDS = ("Is a directory",)
+_NAMED_FILE = re.compile(r'file "([^"]+)"')
+
+
+def _folder_of(path: Path) -> Path:
+    return path.parent
+
+
+def read_only_error(path: Path) -> ReadOnlyLibraryError:
+    return ReadOnlyLibraryError(
+        f"The library's folder {_folder_of(path)} is read-only (a read-only disk or mount), "
+        "so Lectern can read the library there but not change it.",
+        path=str(path),
+    )
+
+
+def _denied_error(path: Path, why: str) -> LibraryAccessError:
+    return LibraryAccessError(
+        f"Lectern may not open {path} ({why}), so it left the library as it is.",
+        path=str(path),
+    )
+
+
+def _not_a_file_error(path: Path) -> LibraryAccessError:
+    return LibraryAccessError(
+        f"{path} is a folder, where Lectern keeps a file of its own, so it left the library "
+        "as it is.",
+        "Move that folder out of the library's data folder, then open Lectern again.",
+        path=str(path),
+    )
+
+
+def os_open_error(path: Path, exc: OSError) -> StoreError | None:
+    """The error for an OSError met opening or renaming one of the library's files, when
+    it is about the file's access rather than its content."""
+    if exc.errno == errno.EROFS:
+        return read_only_error(path)
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return _denied_error(path, exc.strerror or "permission denied")
+    if exc.errno == errno.EISDIR:
+        return _not_a_file_error(path)
+    if exc.errno == errno.ENOSPC:
+        return disk_full_error(path)
+    return None
+
+
+def _access_problem(path: Path) -> StoreError | None:
+    """Open the database file and its log for reading and writing, as DuckDB does, to
+    tell a file that may not be opened from one whose content is damaged."""
+    for target in (path, Path(f"{path}.wal")):
+        try:
+            fd = os.open(target, os.O_RDWR)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            found = os_open_error(target, exc)
+            if found is not None:
+                return found
+            continue
+        os.close(fd)
+    return None
+
+
+def named_file(exc: BaseException) -> Path | None:
+    """The file a DuckDB error names last ('... file "/x/y": ...'), if any."""
+    named = _NAMED_FILE.findall(str(exc))
+    return Path(named[-1]) if named else None
+
+
+def access_error(exc: BaseException, path: Path) -> StoreError | None:
+    """The error for a DuckDB failure that says a file may not be opened or written
+    (the file it names, else ``path``), or None when it says nothing of the kind."""
+    text = str(exc)
+    culprit = named_file(exc) or path
+    if any(w in text for w in _READ_ONLY_WORDS):
+        return read_only_error(culprit)
+    for words in _DENIED_WORDS:
+        if words in text:
+            return _denied_error(culprit, words.lower())
+    if any(w in text for w in _NOT_A_FILE_WORDS):
+        return _not_a_file_error(culprit)
+    return None
+
+
+def classify_open_error(path: Path, exc: BaseException) -> StoreError:
+    """What a failure to open (or first read) the DuckDB file at ``path`` is: another
+    process holding it, a full disk, a read-only folder, a file that may not be opened,
+    a log that cannot be replayed, or damage. Only the last two are repaired by setting
+    a file aside; damage is what is left once the file itself opens for reading and
+    writing. (The words DuckDB uses decide: "block" in a damage report once read as
+    "lock".)"""
+    if isinstance(exc, StoreError):
+        return exc
     text = str(exc)
     if "Could not set lock" in text or "Conflicting lock" in text:
         return IndexBusyError(
@@ -145,13 +251,65 @@ def _open_error(path: Path, exc: duckdb.Error) -> StoreError:
         )
     if is_disk_full(exc):
         return disk_full_error(path)
-    if "WAL" in text or "write-ahead" in text:
+    culprit = named_file(exc) or path
+    found = access_error(exc, path)
+    if found is not None:
+        return found
+    if isinstance(exc, OSError):
+        found = os_open_error(path, exc)
+        if found is not None:
+            return found
+    if isinstance(exc, duckdb.IOException) and not os.path.exists(path.parent):
+        return StoreError(f"The library folder {path.parent} cannot be reached: {text}")
+    found = _access_problem(path)
+    if found is not None:
+        return found
+    # A log that fails to replay because the database file under it cannot be read
+    # (cut short: "Could not read enough bytes from file <database>") is the database's
+    # damage; the log is set aside with it.
+    if ("WAL" in text or "write-ahead" in text) and culprit.name != path.name:
         return UnreplayableLogError(
             f"The last changes to {path.name} could not be replayed: {text}"
         )
-    if isinstance(exc, duckdb.IOException) and not os.path.exists(path.parent):
-        return StoreError(f"The library folder {path.parent} cannot be reached: {text}")
     return DamagedStoreError(f"The library file {path} is damaged: {text}")
+
+
+# A DuckDB file starts with three 4 KiB headers, then its blocks (DuckDB's
+# Storage::FILE_HEADER_SIZE and BLOCK_START).
+FILE_HEADERS_BYTES = 3 * 4096
+
+
+def check_not_cut_short(cur: duckdb.DuckDBPyConnection, catalog: str, path: Path) -> None:
+    """Raise DamagedStoreError when the file behind ``catalog`` has lost its end.
+
+    A file cut short (a copy or a sync that stopped, a disk that lost its tail) still
+    opens: DuckDB reads only its header, and fails at the first read of a block past the
+    end, which may be minutes later or in the middle of indexing. Its header says how
+    many blocks it has and which of them are free; a file with room for fewer blocks
+    than are in use has lost some. (The block count alone is not enough: DuckDB trims
+    free blocks off the end after a checkpoint without rewriting the header, so a
+    healthy file may be shorter than its header's count.)"""
+    # A cursor of its own, read to the end: a result left open keeps a transaction
+    # open on the connection, and DuckDB then refuses every CHECKPOINT.
+    own = cur.cursor()
+    try:
+        rows = own.execute(
+            "SELECT block_size, total_blocks, free_blocks FROM pragma_database_size() "
+            "WHERE database_name = ?",
+            [catalog],
+        ).fetchall()
+    finally:
+        own.close()
+    if not rows:
+        return
+    block_size, total, free = (int(v) for v in rows[0])
+    size = os.path.getsize(path)
+    held = max(0, size - FILE_HEADERS_BYTES) // max(1, block_size)
+    if held < total - free:
+        raise DamagedStoreError(
+            f"The file {path} is cut short: {size} bytes hold {held} of the "
+            f"{total - free} blocks it uses."
+        )
 
 
 def fts_extension_path() -> str:
@@ -358,27 +516,45 @@ class Database:
     file's has lost committed changes, and :func:`open_database` says so.
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, read_only: bool = False) -> None:
+        """``read_only``: open a library whose folder cannot be written (nothing is
+        migrated, checkpointed or recorded; a write raises ReadOnlyLibraryError)."""
         self.path = Path(path) if path != ":memory:" else path
+        self.read_only = read_only
         self.write_lock = threading.RLock()
         self._local = threading.local()
+        # A read-only folder cannot take DuckDB's spill files either.
+        spill = temp_directory(":memory:" if read_only else path)
         config: dict[str, str | bool | int | float | list[str]] = {
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
             "allow_community_extensions": False,
             "memory_limit": MEMORY_LIMIT,
-            "temp_directory": temp_directory(path),
+            "temp_directory": spill,
         }
+        file = Path(str(path))
         try:
-            self._con = duckdb.connect(str(path), config=config)
+            self._con = duckdb.connect(str(path), read_only=read_only, config=config)
         except duckdb.Error as exc:
-            raise _open_error(Path(str(path)), exc) from exc
-        row = self._con.execute("SELECT current_database()").fetchone()
-        self.catalog = str(row[0]) if row else "memory"
-        self._con.execute(f"LOAD '{fts_extension_path()}'")
-        self._generation = 0
-        self._migrate()
-        self._generation = int(self.get_meta("commit_generation", "0") or 0)
+            raise classify_open_error(file, exc) from exc
+        # Everything up to here read only the file's header: the first reads of its
+        # blocks (the catalog, the meta table) are where a damaged or cut-short file
+        # fails, so they are classified the same way, and the connection is closed so
+        # that the file can be set aside.
+        try:
+            row = self._con.execute("SELECT current_database()").fetchone()
+            self.catalog = str(row[0]) if row else "memory"
+            self._con.execute(f"LOAD '{fts_extension_path()}'")
+            if path != ":memory:":
+                check_not_cut_short(self._con, self.catalog, file)
+            self._generation = 0
+            self._migrate()
+            self._generation = int(self.get_meta("commit_generation", "0") or 0)
+        except BaseException as exc:
+            self._con.close()
+            if isinstance(exc, duckdb.Error):
+                raise classify_open_error(file, exc) from exc
+            raise
 
     def extension_downloads_allowed(self) -> bool:
         """Whether DuckDB could fetch an extension from the network (it must not)."""
@@ -411,7 +587,7 @@ class Database:
 
     def record_generation(self) -> None:
         path = self.generation_path
-        if path is None:
+        if path is None or self.read_only:
             return
         try:
             tmp = path.with_name(path.name + ".tmp")
@@ -420,12 +596,21 @@ class Database:
         except OSError:
             pass  # only weakens the check for a cut-short log; never blocks a write
 
-    def attach(self, path: Path, alias: str) -> None:
-        """Attach another DuckDB file (a derived index) under ``alias``."""
+    def attach(self, path: Path, alias: str, *, read_only: bool = False) -> None:
+        """Attach another DuckDB file (a derived index) under ``alias``; a file that will
+        not open, or is cut short, raises the classified error (classify_open_error)."""
+        mode = " (READ_ONLY)" if read_only else ""
         try:
-            self._con.execute(f"ATTACH '{_quote(str(path))}' AS {alias}")
+            self._con.execute(f"ATTACH '{_quote(str(path))}' AS {alias}{mode}")
         except duckdb.Error as exc:
-            raise _open_error(path, exc) from exc
+            raise classify_open_error(path, exc) from exc
+        if str(path) == ":memory:":
+            return
+        try:
+            check_not_cut_short(self._con, alias, path)
+        except (StoreError, duckdb.Error) as exc:
+            self.detach(alias)
+            raise classify_open_error(path, exc) from exc
 
     def detach(self, alias: str) -> None:
         try:
@@ -445,8 +630,19 @@ class Database:
             self._local.cursor = cur
         return cur
 
+    def refuse_writes(self) -> ReadOnlyLibraryError:
+        """The error for a change asked of a library opened read-only."""
+        path = Path(str(self.path))
+        return ReadOnlyLibraryError(
+            f"The library's folder {path.parent} is read-only, so Lectern cannot save "
+            "changes to it.",
+            path=str(path),
+        )
+
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self.read_only:
+            raise self.refuse_writes()
         with self.write_lock:
             cur = self.cursor()
             cur.execute("BEGIN TRANSACTION")
@@ -464,6 +660,12 @@ class Database:
                     pass  # a failed COMMIT has already rolled back
                 if isinstance(exc, duckdb.Error) and is_disk_full(exc):
                     raise disk_full_error(self.path) from exc
+                if isinstance(exc, duckdb.Error):
+                    # A folder that refuses the write-ahead log (no permission, made
+                    # read-only since the library opened): said, naming the file.
+                    denied = access_error(exc, Path(str(self.path)))
+                    if denied is not None:
+                        raise denied from exc
                 raise
             self._generation += 1
             self.record_generation()
@@ -478,6 +680,8 @@ class Database:
         )
 
     def checkpoint(self) -> None:
+        if self.read_only:
+            return
         with self.write_lock:
             self.cursor().execute("CHECKPOINT")
 
@@ -498,6 +702,9 @@ class Database:
         self._con.close()
 
     def _migrate(self) -> None:
+        if self.read_only:
+            self._check_readable_schema()
+            return
         with self.write_lock:
             cur = self.cursor()
             cur.execute("CREATE TABLE IF NOT EXISTS meta(key VARCHAR PRIMARY KEY, value VARCHAR)")
@@ -518,3 +725,31 @@ class Database:
                     raise
             if current < SCHEMA_VERSION:
                 self.try_checkpoint()
+
+    def _check_readable_schema(self) -> None:
+        """A library opened read-only is read as it is: one that would need a migration
+        (or holds no library at all) cannot be read without writing."""
+        try:
+            current = int(self.get_meta("schema_version", "0") or 0)
+        except duckdb.CatalogException:
+            current = 0
+        if current == SCHEMA_VERSION:
+            return
+        path = Path(str(self.path))
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"This library was written by a newer Lectern (schema {current}).",
+                "Update Lectern, or point LECTERN_HOME at a new folder.",
+            )
+        what = (
+            "holds no library yet"
+            if current == 0
+            else "holds a library from an earlier Lectern that must be upgraded first"
+        )
+        raise ReadOnlyLibraryError(
+            f"The library's folder {path.parent} is read-only and {what}, which needs "
+            "writing to it.",
+            "Make the folder writable (or set LECTERN_HOME to a writable folder), then "
+            "open Lectern again.",
+            path=str(path),
+        )

@@ -3,6 +3,10 @@
 Every query on these tables lives here, so a column is changed in one module. Writes go
 through ``Database.transaction`` (the writer lock), and a document's rows are replaced in
 one transaction so a reader never sees half of a file.
+
+Paths go in through ``stored_path`` and come out through ``disk_path`` (core/scan.py): a
+file name that is not valid UTF-8 is stored as valid text and handed back as the name the
+file has on disk, so callers only ever see the paths the OS gives them.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from core.records import (
     PreparedFile,
     embedding_text,
 )
+from core.scan import disk_path, display_text, stored_path
 from core.store import ocr as ocr_words
 from core.store.db import Database
 from core.store.lookup import id_list
@@ -73,8 +78,8 @@ _DOCUMENT_COLUMNS = (
 def _document(r: Sequence[object]) -> Document:
     return Document(
         id=int(r[0]),  # type: ignore[call-overload]
-        path=str(r[1]),
-        folder=str(r[2] or ""),
+        path=disk_path(str(r[1])),
+        folder=disk_path(str(r[2] or "")),
         size=int(r[3] or 0),  # type: ignore[call-overload]
         mtime=float(r[4] or 0.0),  # type: ignore[arg-type]
         content_hash=str(r[5] or ""),
@@ -95,23 +100,25 @@ class DocumentStore:
 
     def folders(self) -> list[str]:
         rows = self.db.cursor().execute("SELECT path FROM folders ORDER BY path").fetchall()
-        return [r[0] for r in rows]
+        return [disk_path(r[0]) for r in rows]
 
     def add_folders(self, folders: Sequence[str]) -> None:
         with self.db.transaction() as cur:
             for folder in folders:
-                cur.execute("INSERT OR IGNORE INTO folders(path) VALUES (?)", [folder])
+                cur.execute("INSERT OR IGNORE INTO folders(path) VALUES (?)", [stored_path(folder)])
 
     def remove_folder(self, folder: str, meta_key: str) -> None:
         """Drop the folder row and its per-folder metadata entry ``meta_key``."""
         with self.db.transaction() as cur:
-            cur.execute("DELETE FROM folders WHERE path = ?", [folder])
-            cur.execute("DELETE FROM meta WHERE key = ?", [meta_key])
+            cur.execute("DELETE FROM folders WHERE path = ?", [stored_path(folder)])
+            cur.execute("DELETE FROM meta WHERE key = ?", [stored_path(meta_key)])
 
     def set_folder_states(self, states: dict[str, str]) -> None:
         with self.db.transaction() as cur:
             for folder, state in states.items():
-                cur.execute("UPDATE folders SET state = ? WHERE path = ?", [state, folder])
+                cur.execute(
+                    "UPDATE folders SET state = ? WHERE path = ?", [state, stored_path(folder)]
+                )
 
     def folder_counts(self) -> list[tuple[str, int, int, int, int, int]]:
         """Per folder: path, then documents indexed, failed, skipped, pending, and chunks."""
@@ -129,7 +136,9 @@ class DocumentStore:
             )
             .fetchall()
         )
-        return [(r[0], int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows]
+        return [
+            (disk_path(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows
+        ]
 
     # --- documents ----------------------------------------------------------------------
 
@@ -138,7 +147,7 @@ class DocumentStore:
         params: list[object] = []
         if folder:
             sql += " AND folder = ?"
-            params.append(folder)
+            params.append(stored_path(folder))
         if state:
             sql += " AND state = ?"
             params.append(state)
@@ -157,7 +166,7 @@ class DocumentStore:
         params: list[object] = []
         if folder:
             where.append("d.folder = ?")
-            params.append(folder)
+            params.append(stored_path(folder))
         if status:
             if status not in FILE_STATUSES:
                 raise ValueError(f"unknown file status {status!r}")
@@ -190,8 +199,8 @@ class DocumentStore:
         states = {s.value: s for s in DocState}
         return [
             FileEntry(
-                r[0],
-                r[1],
+                disk_path(r[0]),
+                disk_path(r[1]),
                 r[2],
                 r[3],
                 states[r[4]],
@@ -210,14 +219,16 @@ class DocumentStore:
     def paths_in_folder(self, folder: str) -> list[str]:
         rows = (
             self.db.cursor()
-            .execute("SELECT path FROM documents WHERE folder = ?", [folder])
+            .execute("SELECT path FROM documents WHERE folder = ?", [stored_path(folder)])
             .fetchall()
         )
-        return [r[0] for r in rows]
+        return [disk_path(r[0]) for r in rows]
 
     def mark_pending(self, path: str) -> None:
         with self.db.transaction() as cur:
-            cur.execute("UPDATE documents SET state = 'pending' WHERE path = ?", [path])
+            cur.execute(
+                "UPDATE documents SET state = 'pending' WHERE path = ?", [stored_path(path)]
+            )
 
     def document_text(self, document_id: int) -> str:
         row = (
@@ -248,7 +259,7 @@ class DocumentStore:
             .fetchall()
         )
         return {
-            path: datetime.fromtimestamp(float(mtime)).date().isoformat()
+            disk_path(path): datetime.fromtimestamp(float(mtime)).date().isoformat()
             for path, mtime in rows
             if mtime
         }
@@ -287,10 +298,11 @@ class DocumentStore:
             )
             .fetchall()
         )
+        stored_folders = {stored_path(f) for f in folders}
         return {
-            path: KnownFile(size, mtime, state, digest, config)
+            disk_path(path): KnownFile(size, mtime, state, digest, config)
             for path, size, mtime, state, digest, config, folder in rows
-            if folder in folders
+            if folder in stored_folders
         }
 
     def indexed_paths_of_sizes(self, paths: Sequence[str], sizes: Sequence[int]) -> set[str]:
@@ -300,11 +312,11 @@ class DocumentStore:
             .execute(
                 """SELECT path FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[]))
                    AND state = 'indexed' AND size IN (SELECT unnest(?::BIGINT[]))""",
-                [list(paths), list(sizes)],
+                [[stored_path(p) for p in paths], list(sizes)],
             )
             .fetchall()
         )
-        return {r[0] for r in rows}
+        return {disk_path(r[0]) for r in rows}
 
     def donor(self, content_hash: str, index_config: str, path: str) -> int | None:
         """Another document with this content already embedded under this configuration."""
@@ -313,7 +325,7 @@ class DocumentStore:
             .execute(
                 """SELECT id FROM documents WHERE content_hash = ? AND state = 'indexed'
                AND index_config = ? AND path <> ? LIMIT 1""",
-                [content_hash, index_config, path],
+                [content_hash, index_config, stored_path(path)],
             )
             .fetchone()
         )
@@ -327,7 +339,7 @@ class DocumentStore:
                 """SELECT coalesce(c.context, '') , c.text, c.embedding FROM chunks c
                    JOIN documents d ON d.id = c.document_id
                    WHERE d.path = ? AND d.index_config = ? AND c.embedding IS NOT NULL""",
-                [path, index_config],
+                [stored_path(path), index_config],
             )
             .fetchall()
         )
@@ -345,11 +357,11 @@ class DocumentStore:
             self.db.cursor()
             .execute(
                 "SELECT path FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[])) AND state <> 'pending'",
-                [list(paths)],
+                [[stored_path(p) for p in paths]],
             )
             .fetchall()
         )
-        return {r[0] for r in rows}
+        return {disk_path(r[0]) for r in rows}
 
     # --- the meaning pass: chunks written before their embedding ---------------------
 
@@ -412,12 +424,13 @@ class DocumentStore:
         new_keys: np.ndarray = np.zeros(0, dtype=np.uint64)
         embedded_keys: np.ndarray = np.zeros(0, dtype=np.uint64)
         embedded: np.ndarray | None = None
+        path, folder = stored_path(info.path), stored_path(info.folder)
         with self.db.transaction() as cur:
-            row = cur.execute("SELECT id FROM documents WHERE path = ?", [info.path]).fetchone()
+            row = cur.execute("SELECT id FROM documents WHERE path = ?", [path]).fetchone()
             if row is None:
                 inserted = cur.execute(
                     "INSERT INTO documents(path, folder, state) VALUES (?, ?, 'pending') RETURNING id",
-                    [info.path, info.folder],
+                    [path, folder],
                 ).fetchone()
                 assert inserted is not None
                 doc_id = int(inserted[0])
@@ -469,15 +482,15 @@ class DocumentStore:
                        pages = ?, state = ?, reason = ?, chunks = ?, index_config = ?, indexed_at = current_timestamp
                    WHERE id = ?""",
                 [
-                    info.folder,
+                    folder,
                     info.size,
                     info.mtime,
                     prepared.content_hash,
                     prepared.doc_type or "",
-                    title,
+                    display_text(title),
                     pages,
                     prepared.state.value,
-                    prepared.reason,
+                    display_text(prepared.reason),
                     chunk_count,
                     index_config,
                     doc_id,
@@ -523,7 +536,8 @@ class DocumentStore:
         with self.db.transaction() as cur:
             for info in files:
                 cur.execute(
-                    "UPDATE documents SET mtime = ? WHERE path = ?", [info.mtime, info.path]
+                    "UPDATE documents SET mtime = ? WHERE path = ?",
+                    [info.mtime, stored_path(info.path)],
                 )
 
     def remove_documents(self, paths: Sequence[str]) -> tuple[int, list[int]]:
@@ -536,7 +550,7 @@ class DocumentStore:
                 r[0]
                 for r in cur.execute(
                     "SELECT id FROM documents WHERE path IN (SELECT unnest(?::VARCHAR[]))",
-                    [list(paths)],
+                    [[stored_path(p) for p in paths]],
                 ).fetchall()
             ]
             if not ids:

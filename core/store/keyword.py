@@ -74,9 +74,15 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from core.errors import DiskFullError, IndexBusyError, StoreError
+from core.errors import (
+    DiskFullError,
+    IndexBusyError,
+    LibraryAccessError,
+    ReadOnlyLibraryError,
+    StoreError,
+)
 from core.records import SearchFilters
-from core.store.db import Database, scalar, set_aside
+from core.store.db import Database, classify_open_error, scalar, set_aside
 from core.store.lookup import filter_clause, id_list
 
 log = logging.getLogger(__name__)
@@ -463,9 +469,11 @@ def _decoded(rows: dict[str, object], doc_of: np.ndarray) -> tuple[np.ndarray, .
 class KeywordIndex:
     """``path`` None keeps the index in memory (a library in memory, in tests)."""
 
-    def __init__(self, db: Database, path: Path | None = None) -> None:
+    def __init__(self, db: Database, path: Path | None = None, *, stale: bool = False) -> None:
+        """``stale``: the file was built from a database that is gone (see _check_format)."""
         self.db = db
         self.path = path
+        self._stale = stale
         self._checkpoint_pending = False
         self._merge_thread: threading.Thread | None = None
         self._merge_cursor: duckdb.DuckDBPyConnection | None = None
@@ -494,25 +502,77 @@ class KeywordIndex:
         self._postings_cached_bytes = 0
         self._stem_memo: dict[tuple[str, str], str] = {}
         self._attach()
-        self._check_format()
-        if self.path is not None:
+        if self.path is not None and self.recovery != "unavailable":
             warm_page_cache(self.path)
 
     def _attach(self) -> None:
-        target = self.path if self.path is not None else Path(":memory:")
-        try:
-            self.db.attach(target, ALIAS)
+        """Attach the keyword file and check its format; a file that fails anywhere in
+        that (will not attach, is cut short, cannot be read or written) is derived data:
+        it is set aside and rebuilt in the background, and never stops the library
+        opening. Only what is not damage stops it: another process, a full disk, a
+        file that may not be opened (named, left as it is)."""
+        if self.path is None:
+            self.db.attach(Path(":memory:"), ALIAS)
             self._ensure_meta()
+            self._check_format()
             return
+        if self.db.read_only:
+            self._attach_read_only(self.path)
+            return
+        try:
+            self.db.attach(self.path, ALIAS)
+            self._ensure_meta()
+            self._check_format()
         except (StoreError, duckdb.Error) as exc:
-            if self.path is None or isinstance(exc, (IndexBusyError, DiskFullError)):
-                raise
-            log.warning("keyword index %s unusable (%s); rebuilding it", self.path, exc)
+            error = classify_open_error(self.path, exc)
             self.db.detach(ALIAS)
-        self.kept_at = set_aside(self.path, "broken")
-        self.recovery = "rebuilding"
-        self.db.attach(self.path, ALIAS)
+            self._state = None
+            if isinstance(
+                error, (IndexBusyError, DiskFullError, ReadOnlyLibraryError, LibraryAccessError)
+            ):
+                if error is exc:
+                    raise
+                raise error from exc
+            log.warning("keyword index %s unusable (%s); rebuilding it", self.path, exc)
+            self.kept_at = set_aside(self.path, "broken")
+            self.recovery = "rebuilding"
+            self.db.attach(self.path, ALIAS)
+            self._ensure_meta()
+            self._check_format()
+        self._remove_orphans(self.path.parent)
+
+    def _attach_read_only(self, path: Path) -> None:
+        """In a library opened read-only the keyword file is used as it is; one that is
+        missing, damaged or of another format cannot be rebuilt there, so keyword search
+        is off (``recovery`` "unavailable") and search finds passages by meaning."""
+        try:
+            if not path.exists():
+                raise FileNotFoundError(str(path))
+            self.db.attach(path, ALIAS, read_only=True)
+            if self._get("kw_format") == FORMAT:
+                return
+            why = "an earlier format"
+        except (IndexBusyError, LibraryAccessError):
+            raise
+        except (StoreError, duckdb.Error, OSError) as exc:
+            why = str(exc)
+        self.db.detach(ALIAS)
+        log.warning("keyword index %s not usable in a read-only folder (%s)", path, why)
+        self.recovery = "unavailable"
+        self.db.attach(Path(":memory:"), ALIAS)
         self._ensure_meta()
+        self._check_format()
+
+    @staticmethod
+    def _remove_orphans(folder: Path) -> None:
+        """Postings scratch files (``_scratch``) left by a process killed while writing
+        one: nobody else writes them (this process holds the library), so any found at
+        open are orphans."""
+        for orphan in folder.glob(".kw_*-postings-*.csv"):
+            try:
+                orphan.unlink()
+            except OSError as exc:
+                log.warning("left-over %s not removed: %s", orphan, exc)
 
     def _ensure_meta(self) -> None:
         self.db.cursor().execute(
@@ -521,8 +581,10 @@ class KeywordIndex:
 
     def _check_format(self) -> None:
         """A keyword file from before the postings layout is emptied and rebuilt in the
-        background (``recovery``); meanwhile search finds passages by meaning."""
-        if self._get("kw_format") == FORMAT:
+        background (``recovery``); meanwhile search finds passages by meaning. So is one
+        made from another database (``stale``): the library's database was rebuilt after
+        damage, and its chunk ids start again, so the file's ids name other passages."""
+        if self._get("kw_format") == FORMAT and not self._stale:
             return
         state = self.state()
         with self.db.write_lock, self._kw_cursor() as cur:
@@ -595,6 +657,8 @@ class KeywordIndex:
     def status(self) -> str:
         """What a person is told about keyword search: ready, rebuilding or updating.
         ``recovery`` stays set until a rebuilt base is switched in."""
+        if self.recovery == "unavailable":
+            return "unavailable"  # a read-only library whose keyword file is unusable
         if self.recovery:
             return "rebuilding"
         return "ready" if self.is_current() else "updating"

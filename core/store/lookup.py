@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from core.records import Hit, SearchFilters, embedding_text
+from core.scan import disk_path, stored_path
 from core.store.db import Database
 from core.store.vectors import blobs_to_matrix
 
@@ -28,7 +30,8 @@ def filter_clause(filters: SearchFilters) -> tuple[str, list[object]]:
         ors = []
         for folder in filters.folders:
             ors.append("(d.folder = ? OR starts_with(d.path, ?))")
-            params.extend([folder, folder.rstrip("/") + "/"])
+            stored = stored_path(folder)  # a name that is not UTF-8: as documents.py stores it
+            params.extend([stored, stored.rstrip("/") + "/"])
         clauses.append("(" + " OR ".join(ors) + ")")
     if filters.types:
         clauses.append("d.type IN (SELECT unnest(?::VARCHAR[]))")
@@ -84,7 +87,7 @@ def hits_for(db: Database, chunk_ids: Sequence[int]) -> dict[int, Hit]:
         hits[int(chunk_id)] = Hit(
             chunk_id=int(chunk_id),
             document_id=int(document_id),
-            path=path,
+            path=disk_path(path),
             title=title or "",
             type=doc_type or "",
             text=text,
@@ -170,3 +173,76 @@ def embedding_texts(db: Database, chunk_ids: Sequence[int]) -> dict[int, str]:
         .fetchall()
     )
     return {int(r[0]): embedding_text(r[1], r[2]) for r in rows}
+
+
+@dataclass(frozen=True)
+class ChunkPlace:
+    """Where a chunk lies in its document (``document_text[start:end]`` is its text)."""
+
+    chunk_id: int
+    document_id: int
+    ordinal: int
+    start: int
+    end: int
+    page: int | None
+    page_end: int | None
+    heading_path: tuple[str, ...]
+
+
+def chunk_neighbours(
+    db: Database, chunk_ids: Sequence[int], reach: int
+) -> dict[int, list[ChunkPlace]]:
+    """For each of ``chunk_ids``, the chunks of its document up to ``reach`` places before
+    and after it, itself included, in document order; a chunk gone meanwhile is left out."""
+    if not chunk_ids:
+        return {}
+    cur = db.cursor()
+    own = cur.execute(
+        f"SELECT id, document_id, ordinal FROM chunks WHERE id IN ({id_list(chunk_ids)})"
+    ).fetchall()
+    if not own:
+        return {}
+    # Literal integers (int() keeps them safe): chunks are written a document at a time,
+    # so DuckDB's zone maps on document_id skip nearly all of the table.
+    wanted = " OR ".join(
+        f"(document_id = {int(d)} AND ordinal BETWEEN {int(o) - reach} AND {int(o) + reach})"
+        for _, d, o in own
+    )
+    rows = cur.execute(
+        f"""SELECT id, document_id, ordinal, start_char, end_char, page_start, page_end,
+               heading_path FROM chunks WHERE {wanted} ORDER BY document_id, ordinal"""
+    ).fetchall()
+    places = [
+        ChunkPlace(
+            chunk_id=int(r[0]),
+            document_id=int(r[1]),
+            ordinal=int(r[2]),
+            start=int(r[3]),
+            end=int(r[4]),
+            page=r[5],
+            page_end=r[6],
+            heading_path=tuple(json.loads(r[7] or "[]")),
+        )
+        for r in rows
+    ]
+    return {
+        int(chunk_id): [
+            p for p in places if p.document_id == document_id and abs(p.ordinal - ordinal) <= reach
+        ]
+        for chunk_id, document_id, ordinal in own
+    }
+
+
+def text_slice(db: Database, document_id: int, start: int, end: int) -> str | None:
+    """``document_text[start:end]`` of one document (None when it has no text), cut in the
+    database so a passage of a book does not bring the whole book over."""
+    row = (
+        db.cursor()
+        .execute(
+            # substring counts characters (code points) from 1, as Python's slices do from 0.
+            "SELECT substring(text, ?, ?) FROM document_text WHERE document_id = ?",
+            [int(start) + 1, max(0, int(end) - int(start)), int(document_id)],
+        )
+        .fetchone()
+    )
+    return str(row[0]) if row and row[0] is not None else None

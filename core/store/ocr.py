@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 
 from core.records import WordBox
+from core.scan import disk_path
 
 _SCANNED_REASON = "no text layer (scanned?)"
 
@@ -83,7 +84,7 @@ def ocr_counts(cur: duckdb.DuckDBPyConnection) -> dict[str, int]:
              AND d.id IN (SELECT DISTINCT document_id FROM ocr_words)
            GROUP BY d.folder"""
     ).fetchall()
-    return {str(r[0]): int(r[1]) for r in rows}
+    return {disk_path(str(r[0])): int(r[1]) for r in rows}
 
 
 def ocr_document_ids(cur: duckdb.DuckDBPyConnection) -> set[int]:
@@ -96,4 +97,4 @@ def scanned_waiting(cur: duckdb.DuckDBPyConnection) -> set[str]:
     rows = cur.execute(
         "SELECT path FROM documents WHERE state = 'failed' AND reason = ?", [_SCANNED_REASON]
     ).fetchall()
-    return {str(r[0]) for r in rows}
+    return {disk_path(str(r[0])) for r in rows}

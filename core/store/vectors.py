@@ -566,6 +566,8 @@ class VectorIndex:
                 self._dirty = True
 
     def save(self) -> None:
+        if self.db.read_only:
+            return  # a library opened read-only: a repair made at open stays in memory
         # Writing and fsyncing the file takes ~0.5-0.7 s at 100k chunks. Under the index
         # lock, every dense search would wait that long; only taking the snapshot holds
         # it (the blocks are shared, and a change during the write copies the block it

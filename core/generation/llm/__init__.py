@@ -60,6 +60,7 @@ __all__ = [
 
 def make_client(settings: Settings, **timeouts: float) -> LLMClient:
     """The client for the server kind the settings name."""
+    timeouts.setdefault("prompt_timeout", settings.llm_first_token_timeout_s)
     if settings.llm_kind == "openai":
         base = (
             check_server_url(settings.llm_url, "llm_url in settings.json")

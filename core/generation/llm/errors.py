@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
@@ -17,7 +20,7 @@ from core.errors import (
     ModelNotFoundError,
     StreamInterruptedError,
 )
-from core.generation.llm.records import OLLAMA_START_HINT, OPENAI_START_HINT
+from core.generation.llm.records import OLLAMA_START_HINT, OPENAI_START_HINT, int_or_none
 from core.generation.llm.stream import StreamTimeout
 
 log = logging.getLogger(__name__)
@@ -28,6 +31,13 @@ def _is_context_message(message: str) -> bool:
     return (
         "context" in text and ("exceed" in text or "too long" in text or "too large" in text)
     ) or ("prompt is too long" in text)
+
+
+def _number_after(message: str, words: str) -> int | None:
+    """The number in parentheses after ``words`` ("the available context size (2048
+    tokens)"), for servers that say it only in prose."""
+    found = re.search(re.escape(words) + r"\s*\((\d+)", message, re.IGNORECASE)
+    return int(found.group(1)) if found else None
 
 
 class ErrorMapper:
@@ -56,22 +66,49 @@ class ErrorMapper:
             f"The model {model!r} is not installed on the server at {self.url}.", hint, model=model
         )
 
-    def status(self, status: int, message: str, model: str) -> LLMError:
+    def status(
+        self, status: int, message: str, model: str, details: Mapping[str, Any] | None = None
+    ) -> LLMError:
+        if status == 404 and self.kind == "ollama" and "model" not in message.lower():
+            # Ollama's own 404 names the model; a bare "File Not Found" means the address
+            # is some other server (llama.cpp, LM Studio) without Ollama's API.
+            return LLMUnavailableError(
+                f"The server at {self.url} is not Ollama: it has no Ollama API ({message}).",
+                "If it is an OpenAI-compatible server (llama.cpp, LM Studio, vLLM, Jan), "
+                'choose that kind in Settings (llm_kind "openai" in settings.json).',
+            )
         if status == 404:
             return self.not_found(model)
         if _is_context_message(message):
+            details = details or {}
             return ContextTooSmallError(
-                f"The question and its sources do not fit the model's context window: {message}"
+                f"The question and its sources do not fit the model's context window: {message}",
+                n_ctx=int_or_none(details.get("n_ctx")) or _number_after(message, "context size"),
+                n_prompt_tokens=int_or_none(details.get("n_prompt_tokens"))
+                or _number_after(message, "request"),
             )
         return LLMError(
             f"{self.server_name} at {self.url} reported an error (HTTP {status}): {message}"
         )
 
     def timeout(self, exc: StreamTimeout, model: str) -> LLMTimeoutError:
+        if exc.first and exc.alive:
+            return LLMTimeoutError(
+                f"The model {model!r} at {self.url} was still reading the question and its "
+                f"sources after {exc.seconds:.0f} s.",
+                "A smaller or faster model answers sooner; or allow a longer wait for the "
+                "first word in Settings (llm_first_token_timeout_s).",
+            )
+        if exc.first and exc.alive is False:
+            return LLMTimeoutError(
+                f"The model {model!r} at {self.url} did not start answering within "
+                f"{exc.seconds:.0f} s, and the server no longer answers.",
+                OLLAMA_START_HINT if self.kind == "ollama" else OPENAI_START_HINT,
+            )
         if exc.first:
             return LLMTimeoutError(
                 f"The model {model!r} at {self.url} did not start answering within "
-                f"{exc.seconds:g} s (loading a large model can take a while)."
+                f"{exc.seconds:g} s."
             )
         return LLMTimeoutError(
             f"The model {model!r} at {self.url} stopped sending text for {exc.seconds:g} s."

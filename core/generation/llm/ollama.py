@@ -12,7 +12,7 @@ from core.errors import LLMError, LLMTimeoutError
 from core.generation.llm.errors import ErrorMapper, _is_context_message
 from core.generation.llm.openai import _first
 from core.generation.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
-from core.generation.llm.stream import StreamTimeout, pump, trace_hook
+from core.generation.llm.stream import Patience, StreamTimeout, pump, trace_hook
 from core.generation.llm.urls import normalise_url, resolve_url
 
 
@@ -27,15 +27,19 @@ class OllamaClient:
         host: str,
         *,
         connect_timeout: float = 5.0,
-        first_token_timeout: float = 120.0,
+        first_token_timeout: float = 30.0,
         idle_timeout: float = 60.0,
         request_timeout: float = 30.0,
+        prompt_timeout: float | None = None,
     ) -> None:
         self.url = normalise_url(host, default_port=11434)
         self.connect_timeout = connect_timeout
         self.first_token_timeout = first_token_timeout
         self.idle_timeout = idle_timeout
         self.request_timeout = request_timeout
+        # How long a server that still answers a status check may load the model and read
+        # the prompt before its first word; None: no longer than ``first_token_timeout``.
+        self.prompt_timeout = prompt_timeout
         self._errors = ErrorMapper(self.kind, self.url)
         self._client: Any = None
         self._lock = threading.Lock()
@@ -49,7 +53,15 @@ class OllamaClient:
                 base = resolve_url(self.url, self.connect_timeout)
                 # The read limit is the longest single wait the reader thread may block;
                 # the consumer enforces the finer first-token and idle limits itself.
-                read = max(self.first_token_timeout, self.idle_timeout, self.request_timeout) + 5
+                read = (
+                    max(
+                        self.first_token_timeout,
+                        self.prompt_timeout or 0.0,
+                        self.idle_timeout,
+                        self.request_timeout,
+                    )
+                    + 5
+                )
                 self._client = ollama.Client(
                     host=base,
                     timeout=httpx.Timeout(
@@ -105,6 +117,19 @@ class OllamaClient:
             return str(response.json().get("version", ""))
 
         return self._call(fetch)
+
+    def served_model(self, model: str) -> str:
+        return model  # Ollama serves many models, each by its own name
+
+    def alive(self) -> bool:
+        """Whether Ollama answers a status request now (on its own connection): while it
+        loads a model or reads a long prompt it sends nothing on the answer's stream."""
+        client = self._ollama()
+        try:
+            response = client._client.get("/api/version", timeout=min(5.0, self.request_timeout))
+        except (httpx.HTTPError, OSError):
+            return False
+        return response.status_code < 500
 
     def list_models(self) -> list[ModelInfo]:
         client = self._ollama()
@@ -205,6 +230,12 @@ class OllamaClient:
         payload = [dict(m) for m in messages]
         received: list[str] = []
         finished = False
+        patience = Patience(
+            limit=max(self.prompt_timeout or 0.0, self.first_token_timeout),
+            alive=self.alive if self.prompt_timeout else None,
+            heartbeat=1.0,
+            waiting=lambda seconds: seconds,
+        )
         try:
             for part in pump(
                 lambda: client.chat(
@@ -213,7 +244,11 @@ class OllamaClient:
                 first_timeout=self.first_token_timeout,
                 idle_timeout=self.idle_timeout,
                 cancel=cancel,
+                patience=patience,
             ):
+                if isinstance(part, float):
+                    yield ChatDelta(text="", waiting_s=part)
+                    continue
                 text = str(part.message.content or "") if part.message is not None else ""
                 received.append(text)
                 if part.done:

@@ -66,6 +66,21 @@ class ChatDelta:
     eval_count: int | None = None
     total_duration_ns: int | None = None
     load_duration_ns: int | None = None
+    # Before the first word: the server is alive and still reading (``waiting_s`` of
+    # silence so far, ``read``/``total`` prompt tokens where it says) or loading the model.
+    waiting_s: float | None = None
+    read: int | None = None
+    total: int | None = None
+    loading: bool = False
+    # The final record, where the server says (llama.cpp): prompt tokens it read anew and
+    # those it reused from its prompt cache.
+    prompt_read: int | None = None
+    prompt_cached: int | None = None
+
+    @property
+    def is_wait(self) -> bool:
+        """A sign of life before the answer, carrying no text."""
+        return not self.text and not self.done
 
 
 class LLMClient(Protocol):
@@ -76,6 +91,11 @@ class LLMClient(Protocol):
     def list_models(self) -> list[ModelInfo]: ...
 
     def context_length(self, model: str) -> int | None: ...
+
+    def served_model(self, model: str) -> str:
+        """The name to ask for: ``model``, or the one model a single-model server serves
+        whatever the request names (llama.cpp), so its name is not "missing"."""
+        ...
 
     def pull(
         self, model: str, *, cancel: threading.Event | None = None

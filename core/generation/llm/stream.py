@@ -72,10 +72,32 @@ def trace_hook(request: httpx.Request) -> None:
 
 
 class StreamTimeout(Exception):
-    def __init__(self, first: bool, seconds: float) -> None:
+    def __init__(self, first: bool, seconds: float, alive: bool | None = None) -> None:
         super().__init__(seconds)
         self.first = first
         self.seconds = seconds
+        self.alive = alive  # the server answered a status check (None: not asked)
+
+
+@dataclass(frozen=True)
+class Patience:
+    """How long to wait for the first item from a server that is alive but busy.
+
+    A server reading a long prompt on a CPU sends nothing for minutes (llama.cpp: 80-528 s
+    for 1.1-1.6k tokens on two busy cores), which a fixed first-token limit cannot tell
+    from a dead one. So at each ``first_timeout`` of silence ``alive`` is asked (a cheap
+    request on another connection); while it says yes the wait goes on, up to ``limit``
+    seconds in all. ``waiting`` makes the item handed out every ``heartbeat`` seconds of
+    silence before the first item, so the consumer can show something meanwhile. Items for
+    which ``progress`` is true (llama.cpp's prompt progress) prove the server alive without
+    ending the wait for the first real item.
+    """
+
+    limit: float
+    alive: Callable[[], bool] | None = None
+    heartbeat: float | None = None
+    waiting: Callable[[float], Any] | None = None
+    progress: Callable[[Any], bool] | None = None  # items that report reading, not text
 
 
 def pump(
@@ -84,11 +106,14 @@ def pump(
     first_timeout: float,
     idle_timeout: float,
     cancel: threading.Event | None,
+    patience: Patience | None = None,
 ) -> Iterator[T]:
     """Iterate ``produce()`` on a helper thread, enforcing deadlines and cancellation here.
 
     Yields items until the producer ends. Cancelling ends the iteration quietly; a deadline
-    raises :class:`StreamTimeout`; an exception in the producer is re-raised here.
+    raises :class:`StreamTimeout` (``alive`` set when the server still answered a status
+    check: it was busy, not gone); an exception in the producer is re-raised here.
+    ``patience.waiting`` items are yielded too (they are the caller's own type).
     """
     control = StreamControl()
     items: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -115,18 +140,39 @@ def pump(
 
     thread = threading.Thread(target=reader, name="lectern-llm-stream", daemon=True)
     thread.start()
-    deadline = time.monotonic() + first_timeout
+    started = time.monotonic()
+    deadline = started + first_timeout
+    next_beat = (
+        started + patience.heartbeat
+        if patience is not None and patience.heartbeat and patience.waiting
+        else None
+    )
     got_first = False
     try:
         while True:
             if cancel is not None and cancel.is_set():
                 return
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            if next_beat is not None and not got_first and now >= next_beat:
+                assert patience is not None and patience.waiting is not None
+                next_beat = now + (patience.heartbeat or 1.0)
+                yield patience.waiting(now - started)
+                continue
+            remaining = deadline - now
             if remaining <= 0:
+                if not got_first and patience is not None:
+                    waited = now - started
+                    alive = patience.alive() if patience.alive is not None else None
+                    if alive and waited < patience.limit:
+                        deadline = now + min(first_timeout, patience.limit - waited)
+                        continue
+                    raise StreamTimeout(first=True, seconds=waited, alive=alive)
                 raise StreamTimeout(
                     first=not got_first, seconds=first_timeout if not got_first else idle_timeout
                 )
-            wait = min(remaining, POLL_S) if cancel is not None else remaining
+            wait = remaining
+            if cancel is not None or next_beat is not None:
+                wait = min(remaining, POLL_S)
             try:
                 kind, value = items.get(timeout=wait)
             except queue.Empty:
@@ -135,6 +181,17 @@ def pump(
                 return
             if kind == "error":
                 raise value
+            if (
+                not got_first
+                and patience is not None
+                and patience.progress is not None
+                and patience.progress(value)
+            ):
+                # The server says how far it has read: alive, and still before the answer.
+                now = time.monotonic()
+                deadline = min(now + first_timeout, started + max(patience.limit, first_timeout))
+                yield value
+                continue
             got_first = True
             deadline = time.monotonic() + idle_timeout
             yield value
