@@ -6,8 +6,9 @@ before it. So the source an answer reads can be the hit widened to its neighbour
 chunks of the same document, within the hit's own section (the chunker never crosses a
 heading, so neighbours with the same heading path are the enclosing section), and only
 as far as the prompt has room for: best-ranked sources first, ``REACH`` chunks each way
-at most, the next chunk before the previous one, and never a chunk that another source
-already holds (the model would read it twice).
+at most, the next chunk before the previous one (a choice, not a measurement: a passage
+found by what it is about tends to go on to the details), and never a chunk that another
+source already holds (the model would read it twice).
 
 A widened ``Hit`` keeps its ``chunk_id`` (the passage retrieval found) and its text is
 exactly ``document_text[start:end]``, so the citation spans found in it
