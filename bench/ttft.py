@@ -52,7 +52,7 @@ from core.generation.prompt import (
     new_tag,
 )
 from core.library import Library
-from core.qa import TEMPERATURE, _dates
+from core.qa import _dates
 from core.records import Hit
 
 SQUAD = Path("/work/shared/data/squad-small/squad_small.json")
@@ -104,7 +104,9 @@ def send(
     started = time.perf_counter()
     first: float | None = None
     final = None
-    for delta in client.chat(model, messages, num_predict=predict, temperature=TEMPERATURE):
+    for delta in client.chat(
+        model, messages, num_predict=predict, temperature=Settings().answer_temperature
+    ):
         # The first record after the prompt is read: a token, or the end when the one
         # token allowed had no text of its own.
         if not delta.is_wait and first is None:

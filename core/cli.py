@@ -203,6 +203,19 @@ def status_lines(status: Mapping[str, Any]) -> list[str]:
     if searchable:
         lines.append(searchable_line(int(status.get("chunks", 0)), searchable))
     lines.append(f"Embedding model: {status.get('embedding_model', '')}")
+    languages = status.get("languages") or {}
+    if languages.get("sampled"):
+        from core.languages import LanguageMix
+
+        mix = LanguageMix(tuple(languages["shares"].items()), int(languages["sampled"]))
+        lines.append(f"Languages: {mix.sentence()} (of {mix.sampled:,} passages sampled)")
+    advice = status.get("model_advice")
+    if advice:
+        lines.append(str(advice.get("message", "")))
+        lines.append(
+            f'  To switch: set "embedding_model": "{advice.get("model")}" in settings.json, '
+            "then run: lectern index"
+        )
     switching = status.get("reembedding")
     if switching:
         lines.append(str(switching.get("message", "")))
@@ -321,9 +334,28 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_library(args: argparse.Namespace) -> int:
+    from core.eval_library import SIZE, check_library, model_writer
+
+    library = open_library()
+    try:
+        writer = None if args.without_model else model_writer(library)
+        report = check_library(library, size=args.limit or SIZE, fresh=args.new, ask_model=writer)
+    finally:
+        library.close()
+    if not args.json:
+        for line in report["lines"]:
+            print(line)
+        print(f"(question set kept at {report['set']}; --new makes another)")
+    print(json.dumps(report))
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.answers:
         return cmd_eval_answers(args)
+    if args.library:
+        return cmd_eval_library(args)
     from core.eval import evaluate_many
 
     modes = ("hybrid", "bm25", "dense") if args.mode == "all" else (args.mode,)
@@ -426,6 +458,18 @@ def build_parser() -> tuple[
         help="measure answers: SQuAD 2.0 .json, or .jsonl questions "
         '({"question", "answers": [] when unanswerable, "document"}) with --documents',
     )
+    what.add_argument(
+        "--library",
+        action="store_true",
+        help="how well Lectern finds things in your own library: a question set made from "
+        "it (kept for later runs), each search mode measured, the verdict in plain words",
+    )
+    p.add_argument("--new", action="store_true", help="with --library: make a new question set")
+    p.add_argument(
+        "--without-model",
+        action="store_true",
+        help="with --library: make the questions without the language model",
+    )
     p.add_argument(
         "--documents", metavar="FOLDER", help="with --answers FILE.jsonl: the folder it asks about"
     )
@@ -445,7 +489,10 @@ def build_parser() -> tuple[
         "comma-separated (default none,llm)",
     )
     p.add_argument(
-        "--limit", type=positive_int, help="with --answers: the first N questions of each file"
+        "--limit",
+        type=positive_int,
+        help="with --answers: the first N questions of each file; with --library: the "
+        "questions in a new set (default 40)",
     )
     p.add_argument(
         "--split",

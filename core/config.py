@@ -23,6 +23,16 @@ DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 # When indexing runs (core/throttle.py): always, only while the computer is otherwise
 # idle, or within a share (percent) of the computer's CPU, all cores together.
 INDEX_WHEN = ("always", "idle", "share")
+# Where an answer's sources stand in the prompt (core/generation/prompt.py layout) and
+# how a follow-up question is made standalone.
+SOURCE_ORDERS = ("relevance", "edges")
+FOLLOWUP_REWRITES = ("model", "keywords")
+# The text settings that take one of a few words.
+TEXT_CHOICES: dict[str, tuple[str, ...]] = {
+    "index_when": INDEX_WHEN,
+    "source_order": SOURCE_ORDERS,
+    "followup_rewrite": FOLLOWUP_REWRITES,
+}
 
 
 def data_dir() -> Path:
@@ -136,8 +146,23 @@ class Settings:
     # Off: on squad-small with SmolLM2-135M it did not measurably help (4/14 answerable
     # right with it, 3/14 and 5/14 in two runs without).
     small_to_big: bool = False
+    # How the prompt lays out the sources (core/generation/prompt.py PromptChoices), and
+    # how a follow-up is made standalone: "model" asks the LLM, "keywords" adds the
+    # previous question's terms. Each default is the one bench/prompt_choices.py kept.
+    source_order: str = "relevance"  # one of SOURCE_ORDERS
+    source_dates: bool = True
+    prefer_newest: bool = False
+    followup_rewrite: str = "model"  # one of FOLLOWUP_REWRITES
+    # Low: a grounded answer leaves little room for invention. 0 makes runs repeatable.
+    answer_temperature: float = 0.1
+    # The longest answer a model may write, in tokens: a small model can repeat itself
+    # until this limit (SmolLM2-135M at temperature 0 did, at 1.5 tokens/s on a busy CPU).
+    answer_max_tokens: int = 1024
     # One of core.embedding.MODELS; changing it re-embeds the library (never mixed).
     embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    # The app offers the multilingual model to a library mostly not in English
+    # (core/languages.py) until the person switches or says not now.
+    model_offer_declined: bool = False
     chunk_overlap_sentences: int = 0
     parse_timeout_s: float = 60.0
     parse_memory_mb: int = 1024
@@ -229,6 +254,8 @@ def load_settings(home: Path | None = None) -> Settings:
 # tests/test_hostile_env.py checks that every numeric setting is here.
 NUMERIC_BOUNDS: dict[str, tuple[float, float]] = {
     "llm_first_token_timeout_s": (1, 86_400),
+    "answer_temperature": (0, 2),
+    "answer_max_tokens": (64, 8192),
     "top_k": (1, 100),
     "candidates": (1, 1_000),
     "rrf_k": (1, 1_000),
@@ -278,8 +305,9 @@ def _checked_value(name: str, value: object, default: object, path: Path) -> Any
 
     if default is MISSING:  # every setting has a default; keep the value as is
         return value
-    if name == "index_when" and value not in INDEX_WHEN:
-        raise bad('one of "always", "idle" or "share"')
+    if name in TEXT_CHOICES and value not in TEXT_CHOICES[name]:
+        words = [f'"{c}"' for c in TEXT_CHOICES[name]]
+        raise bad(f"one of {', '.join(words[:-1])} or {words[-1]}")
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise bad("true or false")

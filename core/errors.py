@@ -49,6 +49,14 @@ class ModelLoadError(LecternError):
     default_hint = reinstall_hint("the embedding model ships inside it.")
 
 
+class ModelNotReadyError(LecternError):
+    """The embedding model is still loading and the caller asked not to wait for it
+    (``Library(defer_model=True)``: the app, whose library is searchable by keyword
+    meanwhile)."""
+
+    default_hint = "Search by keyword works meanwhile; meaning follows in a few seconds."
+
+
 # --- ingestion -----------------------------------------------------------------
 
 
@@ -60,6 +68,13 @@ class ParseError(LecternError):
     def __init__(self, reason: str, hint: str | None = None) -> None:
         super().__init__(reason, hint)
         self.reason = reason
+
+
+class ReadingStoppedError(ParseError):
+    """The reader process was stopped from outside (a service stop signals the whole
+    process group; Lectern closing): not the file's fault, so it is not marked failed."""
+
+    default_hint = "Lectern was closing; it reads the file next time."
 
 
 class EncryptedError(ParseError):

@@ -75,6 +75,8 @@ class AnswerQuestion:
     answers: tuple[str, ...]  # empty: the answer must decline
     group: str  # one of GROUPS
     document: str | None = None  # the file the answer should come from
+    # Questions asked before it in the same conversation: it is a follow-up to them.
+    history: tuple[str, ...] = ()
 
     @property
     def answerable(self) -> bool:
@@ -315,7 +317,16 @@ def _question(row: dict[str, Any], path: Path, number: int, unanswerable: str) -
             f"group {group!r} "
             + ("needs answers" if group == "answerable" else "must have no answers ([])"),
         )
-    return AnswerQuestion(question.strip(), golds, group, document.strip() if document else None)
+    history = row.get("history", [])
+    if not isinstance(history, list) or not all(isinstance(h, str) and h.strip() for h in history):
+        raise _bad(path, number, "'history' must be a list of the questions asked before it")
+    return AnswerQuestion(
+        question.strip(),
+        golds,
+        group,
+        document.strip() if document else None,
+        tuple(h.strip() for h in history),
+    )
 
 
 def load_questions(path: Path, *, unanswerable: str = "unanswerable") -> list[AnswerQuestion]:
@@ -457,10 +468,15 @@ def _ask_all(
         first: float | None = None
         done: DoneEvent | None = None
         failure: ErrorEvent | None = None
-        events = (
-            ask(library, question.question, use_llm=False, store=False)
-            if mode == "none"
-            else ask(library, question.question, client=client, store=False)
+        conversation = _conversation(library, question.history)
+        events = ask(
+            library,
+            question.question,
+            conversation,
+            client=client,
+            use_llm=mode != "none",
+            # A follow-up's conversation is kept so that it can be read; a scratch library.
+            store=conversation is not None,
         )
         for event in events:
             if first is None and isinstance(event, TokenEvent):
@@ -494,6 +510,20 @@ def _ask_all(
                 log, f"answers [{mode}]: {number}/{len(questions)} questions, {now - started:.0f} s"
             )
     return results, errors
+
+
+def _conversation(library: Library, history: Sequence[str]) -> int | None:
+    """A conversation holding ``history``, for a follow-up question; None without history.
+    The earlier questions are answered without the model: their answers only feed the
+    follow-up's rewrite, and a model answer each would double a run's time."""
+    from core.qa import DoneEvent, ask
+
+    conversation: int | None = None
+    for earlier in history:
+        for event in ask(library, earlier, conversation, use_llm=False):
+            if isinstance(event, DoneEvent) and event.conversation_id is not None:
+                conversation = event.conversation_id
+    return conversation
 
 
 def _probe(client: LLMClient, model: str) -> LLMError | None:

@@ -29,7 +29,7 @@ import numpy as np
 
 from core.chunking import Chunker
 from core.embedding import Embedder
-from core.errors import DiskFullError, ParseError, ScannedError
+from core.errors import DiskFullError, ParseError, ReadingStoppedError, ScannedError
 from core.ingest.registry import CONTAINER_TYPES, detect_type, skip_reason
 from core.ingest.sandbox import ParserPool
 from core.records import (
@@ -761,7 +761,12 @@ class Indexer:
                 if controls.cancel.is_set() or stop.is_set():
                     break
                 with beside_model():  # parsing and chunking, here and in the parser
-                    prepared = self._prepare(info)
+                    try:
+                        prepared = self._prepare(info)
+                    except ReadingStoppedError:
+                        # The reader was stopped by a signal to the process group: this
+                        # process is being stopped too. The file stays unread (not failed).
+                        break
                 if prepared.state is DocState.PENDING:
                     scanned.append(prepared)  # OCR reads it after every digital file
                 else:
@@ -772,7 +777,10 @@ class Indexer:
                 controls.wait_if_paused()
                 if controls.cancel.is_set() or stop.is_set():
                     break
-                put(self._prepare_scanned(waiting))
+                try:
+                    put(self._prepare_scanned(waiting))
+                except ReadingStoppedError:
+                    break
         finally:
             # The end marker must arrive even when the queue is full while the consumer
             # embeds a large batch; only an abandoned run (stop set) may drop it.
@@ -862,6 +870,8 @@ class Indexer:
         waiting for OCR: a scan found by the fast pass while OCR is on)."""
         try:
             return read(Path(info.path))
+        except ReadingStoppedError:
+            raise
         except ScannedError as exc:
             if self.parser.ocr_enabled:
                 return PreparedFile(info, digest, doc_type, state=DocState.PENDING)

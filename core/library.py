@@ -23,9 +23,11 @@ from core.chunking import Chunker
 from core.config import Settings, load_settings
 from core.embedding import MODELS, Embedder, WordPieceCounter, load_embedder
 from core.errors import (
+    ConfigError,
     DamagedStoreError,
     DiskFullError,
     LecternError,
+    ModelNotReadyError,
     ReadOnlyLibraryError,
     StoreError,
 )
@@ -33,6 +35,7 @@ from core.fusion import fusion_params
 from core.indexer import Controls, Indexer, ProgressCallback
 from core.ingest.ocr import OcrOptions
 from core.ingest.sandbox import ParserPool
+from core.languages import LANGUAGE_SAMPLE, LanguageMix, ModelAdvice, language_mix, model_advice
 from core.records import (
     Collection,
     Conversation,
@@ -76,10 +79,17 @@ class Library:
         *,
         embedder: Embedder | None = None,
         migrate: bool = True,
+        defer_model: bool = False,
     ) -> None:
         """``migrate``: re-embed in the background after a change of model (see
         core/reembed.py). The app, `lectern index` and `lectern watch` do; short
-        commands (`lectern status`, `search`, `ask`) pass False and leave it to them."""
+        commands (`lectern status`, `search`, `ask`) pass False and leave it to them.
+
+        ``defer_model``: the model is loaded by someone else (the app, beside opening the
+        library) and handed over with ``adopt_embedder`` or loaded with ``load_model``;
+        until then a hybrid search ranks by keyword alone and ``embedder`` raises
+        ModelNotReadyError instead of loading it, so searches and quoted answers never
+        wait seconds for a model that is on its way."""
         self.settings = settings or load_settings()
         self.settings.home.mkdir(parents=True, exist_ok=True)
         self._embedder = embedder
@@ -92,6 +102,7 @@ class Library:
         self._model_id = self._target_model
         self._lock = threading.RLock()
         self._model_lock = threading.Lock()
+        self._defer_model = defer_model
         self._gate = SwitchGate()
         self._reembedding: Reembedding | None = None
         self._switch_paused = False  # the app paused indexing: a switch waits too
@@ -268,12 +279,34 @@ class Library:
 
     @property
     def embedder(self) -> Embedder:
+        embedder = self._embedder
+        if embedder is not None:
+            return embedder
+        if self._defer_model:
+            raise ModelNotReadyError("The search model is still loading.")
+        return self.load_model()
+
+    def load_model(self) -> Embedder:
+        """The index's model, loaded now if it is not yet (even with ``defer_model``)."""
         # A lock of its own: loading the model takes seconds, and opening the vector
         # index or building the chunker must not wait behind it.
         with self._model_lock:
             if self._embedder is None:
                 self._embedder = load_embedder(self._model_id)
             return self._embedder
+
+    @property
+    def model_loaded(self) -> bool:
+        return self._embedder is not None
+
+    def adopt_embedder(self, embedder: Embedder) -> bool:
+        """Use a model loaded elsewhere (the app loads it beside opening the library);
+        False when it is not the index's model (a change of model pending), which
+        ``load_model`` then loads."""
+        with self._model_lock:
+            if self._embedder is None and embedder.model_id == self._model_id:
+                self._embedder = embedder
+            return self._embedder is embedder
 
     @property
     def chunker(self) -> Chunker:
@@ -470,6 +503,30 @@ class Library:
         done, total = self.reembed_store.progress()
         return ReembedStatus(self._target_model, self._model_id, done, total, "stopped")
 
+    def change_embedding_model(self, model_id: str) -> None:
+        """Switch to ``model_id`` while the library stays open: re-embedded in the
+        background while the current model answers (core/reembed.py), as after a change
+        of ``embedding_model`` in settings.json and a reopen."""
+        if model_id not in MODELS:
+            raise ConfigError(
+                f"{model_id!r} is not an embedding model Lectern ships.",
+                f"Choose one of: {', '.join(MODELS)}.",
+            )
+        with self._lock:
+            if model_id == self._target_model:
+                return
+            self.settings = self.settings.with_changes(embedding_model=model_id)
+            # As at open: the wanted model first, then the stored configuration decides
+            # (a model change alone is re-embedded; back to the stored one cancels it).
+            self._target_model = self._model_id = model_id
+            self._target_embedder = None
+            if self._reembedding is not None:
+                self._reembedding.stop()
+                self._reembedding = None
+            self._check_index_config()
+            if self.switching_model:
+                self._start_reembedding()
+
     def pause_model_switch(self, paused: bool) -> None:
         """Hold (True) or let go on (False) the re-embedding of a model change; the app's
         Pause and Resume of indexing do this too; a switch started meanwhile starts held."""
@@ -656,6 +713,10 @@ class Library:
                 folders=tuple(normalize_folder(f) for f in folders or ()),
                 types=tuple(types or ()),
             )
+        if mode == "hybrid" and self._defer_model and self._embedder is None:
+            # The model is on its way (see ``defer_model``): keyword now rather than
+            # seconds of waiting; hybrid ranks a document without vectors the same way.
+            mode = "bm25"
         with self._gate.reading():  # never across a switch of model (core/reembed.py)
             return self.retriever.search(query, k or self.settings.top_k, mode, filters)
 
@@ -818,10 +879,23 @@ class Library:
         # While the keyword file is rebuilt after damage, nothing is keyword-searchable.
         return (0 if self.keyword.status() in ("rebuilding", "unavailable") else chunks), embedded
 
+    def language_mix(self) -> LanguageMix:
+        """The languages of a sample of the library's passages (core/languages.py)."""
+        return language_mix(self.store.sample_chunk_texts(LANGUAGE_SAMPLE))
+
+    def model_advice(self, mix: LanguageMix | None = None) -> ModelAdvice | None:
+        """The embedding model this library's languages call for, when it is not the one
+        in use (and no switch is under way)."""
+        if self.reembedding_status() is not None:
+            return None
+        return model_advice(mix or self.language_mix(), self.db.get_meta("embedding_model"))
+
     def status(self) -> dict[str, object]:
         counts, chunks = self.store.counts()
         by_keyword, by_meaning = self.searchable()
         switching = self.reembedding_status()
+        mix = self.language_mix()
+        advice = self.model_advice(mix)
         return {
             "home": str(self.settings.home),
             "folders": [f.__dict__ for f in self.folder_status()],
@@ -843,6 +917,8 @@ class Library:
             "collections": [c.to_json() for c in self.collections()],
             "searchable": {"keyword": by_keyword, "meaning": by_meaning},
             "embedding_model": self.db.get_meta("embedding_model"),
+            "languages": mix.to_json(),
+            "model_advice": advice.to_json() if advice else None,
             "reembedding": switching.to_json() if switching else None,
             "index_config": self.index_config,
             "keyword_delta_chunks": self.keyword.delta_size(),

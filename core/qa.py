@@ -67,9 +67,9 @@ from core.generation.citations import (
 from core.generation.extractive import ExtractiveAnswer, extract_answer
 from core.generation.llm import ChatDelta, LLMClient, complete, make_client
 from core.generation.prompt import (
-    ANSWER_TOKENS,
     MIN_ANSWER_TOKENS,
     Prompt,
+    PromptChoices,
     clean_rewrite,
     fit_prompt,
     keyword_followup,
@@ -89,7 +89,6 @@ if TYPE_CHECKING:
 MODES = ("generated", "extractive", "declined")
 REWRITE_CONTEXT = 4096
 REWRITE_TOKENS = 128
-TEMPERATURE = 0.1  # grounded answers: little room for invention
 
 
 # --- events ---------------------------------------------------------------------------
@@ -602,7 +601,7 @@ def _make_standalone(
     t = time.perf_counter()
     rewritten: str | None = None
     llm_down: LLMError | None = None
-    if client is not None:
+    if client is not None and q.library.settings.followup_rewrite == "model":
         try:
             reply = complete(
                 client,
@@ -622,7 +621,14 @@ def _make_standalone(
                     f"The follow-up question could not be rewritten: {exc.message}",
                 )
             )
-    standalone = rewritten or keyword_followup([h.standalone_question for h in history], q.question)
+    # The words borrowed are those of the question before, as asked; only a question
+    # that was itself a bare follow-up ("And the stairs?") lends its standalone form.
+    # Standalone forms alone made each follow-up carry every earlier question's words.
+    previous = [
+        h.question if len(content_words(h.question)) >= 2 else h.standalone_question
+        for h in history
+    ]
+    standalone = rewritten or keyword_followup(previous, q.question)
     if not rewritten and len(content_words(q.question)) >= 2:
         # The previous question's terms help retrieval but would drag the extracted
         # sentences back to the previous answer; pick them by the question as asked.
@@ -695,12 +701,12 @@ def _fit(
             return None, exc
         except LLMError:
             context_length = None  # the server could not say; size for the request alone
-    answer_tokens = ANSWER_TOKENS
+    answer_tokens = q.library.settings.answer_max_tokens
     if context_length and not client.sets_num_ctx:
         # A server with a fixed context (llama.cpp) refuses only a prompt longer than it,
         # and a grounded answer is a few sentences: a 2,048-token context need not give
         # half of itself to the answer.
-        answer_tokens = min(ANSWER_TOKENS, max(MIN_ANSWER_TOKENS, context_length // 4))
+        answer_tokens = min(answer_tokens, max(MIN_ANSWER_TOKENS, context_length // 4))
     dates = _dates(q.library, hits)
     if q.library.settings.small_to_big:
         hits = widen_for_prompt(
@@ -712,6 +718,12 @@ def _fit(
             answer_tokens=answer_tokens,
             dates=dates,
         )
+    settings = q.library.settings
+    choices = PromptChoices(
+        order=settings.source_order,
+        dates=settings.source_dates,
+        prefer_newest=settings.prefer_newest,
+    )
     try:
         prompt = fit_prompt(
             q.standalone,
@@ -720,6 +732,7 @@ def _fit(
             sets_num_ctx=client.sets_num_ctx,
             dates=dates,
             answer_tokens=answer_tokens,
+            choices=choices,
         )
     except ContextTooSmallError as exc:
         q.run.warnings.insert(0, _context_warning(exc))
@@ -820,7 +833,7 @@ def _stream(
             prompt.messages,
             num_ctx=prompt.num_ctx,
             num_predict=prompt.num_predict,
-            temperature=TEMPERATURE,
+            temperature=q.library.settings.answer_temperature,
             cancel=q.cancel,
         ):
             if delta.is_wait:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from core.offline import force_offline
 
@@ -40,6 +41,40 @@ def restore_user_library_path() -> None:
         os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(kept)
     else:
         os.environ.pop("LD_LIBRARY_PATH", None)
+
+
+FIRST_PAINT_WAIT_MS = 500  # start anyway if no paint comes (a window shown minimised)
+
+
+def start_after_first_paint(app: Any, start: Callable[[], None]) -> None:
+    """Call ``start`` once the window has painted its first frame.
+
+    Opening the library and importing the model's libraries on other threads hold the
+    GIL for long stretches; started before the first paint, they kept the window black
+    (mapped but unpainted) for about a second. Waiting for the first frame costs them a
+    few tens of milliseconds.
+    """
+    from desktop.qt import QEvent, QObject, QTimer
+
+    class FirstPaint(QObject):
+        started = False
+
+        def eventFilter(self, _obj: QObject, event: QEvent) -> bool:
+            if event.type() == QEvent.Type.Paint and not self.started:
+                # After this paint's frame is flushed to the screen, not during it.
+                QTimer.singleShot(0, self.start)
+            return False
+
+        def start(self) -> None:
+            if self.started:
+                return
+            self.started = True
+            app.removeEventFilter(self)
+            start()
+
+    watcher = FirstPaint(app)
+    app.installEventFilter(watcher)
+    QTimer.singleShot(FIRST_PAINT_WAIT_MS, watcher.start)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,16 +151,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     backend = Backend(settings)
     window = MainWindow(backend, theme, qsettings)
     instance.activated.connect(window.bring_to_front)
+    # The folders as the last session left them, in the window's first frame: a reopen
+    # never flashes the first-run screen while the library opens.
+    backend.show_saved_library()
     window.show()
-    backend.start()
-    if folders:
-        backend.add_folders(folders)
+
+    def start() -> None:
+        backend.start()
+        if folders:
+            backend.add_folders(folders)
+
+    start_after_first_paint(app, start)
     code = app.exec()
     instance.close()
     if backend.abandoned:
-        # An index run is still finishing an embedding batch that cannot be interrupted.
-        # Every document it wrote is committed, and the rest is indexed next time, so
-        # exit now rather than keep the process (and the library's lock) for seconds.
+        # The model is still loading, or an index run is still finishing an embedding
+        # batch: neither can be interrupted. The library is closed (or, mid-batch, every
+        # document written is committed and the rest is indexed next time), so exit now
+        # rather than keep the process (and the library's lock) for seconds.
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -11,18 +11,28 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import logging
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.config import Settings, load_settings
 from core.errors import DiskFullError, LecternError
-from core.records import Collection, Document, IndexProgress, IndexReport, Scope
+from core.records import (
+    Collection,
+    Document,
+    FolderStatus,
+    IndexProgress,
+    IndexReport,
+    Scope,
+)
 from desktop.index_jobs import FOLDERS_ADDED, IndexJob, IndexJobQueue, run_job
 from desktop.model_probe import LLMStatus, address_problem, llm_address, model_matches, probe_llm
 from desktop.qt import QObject, QTimer, Signal
@@ -31,7 +41,8 @@ from desktop.workers import Background, Task, TaskContext, describe_error
 
 if TYPE_CHECKING:
     from core.embedding import Embedder
-    from core.library import FolderStatus, Library
+    from core.languages import ModelAdvice
+    from core.library import Library
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +56,13 @@ DISK_RECHECK_MS = 5_000  # while indexing waits for room on a full disk
 # Closing the window waits this long for a running index job to reach its next file;
 # past it the job's thread is left to finish on its own (see Backend.shutdown).
 SHUTDOWN_WAIT_MS = 1500
+# Closing waits for the library to finish opening (it may be repairing the record), so
+# that it is closed cleanly; normally a fraction of a second.
+OPEN_WAIT_S = 30.0
+# The library as the last session showed it (in the data folder), shown at the next
+# start until the open library answers.
+SAVED_SNAPSHOT = "last-library-view.json"
+SAVED_PROBLEMS = 200  # failed and skipped files kept per folder in it
 
 
 @dataclass(frozen=True)
@@ -65,11 +83,56 @@ class LibrarySnapshot:
     embedded: int = 0  # passages searchable by meaning (the rest by keyword only, for now)
     # A change of embedding model in progress, in words (core/reembed.py); "" when none.
     switching: str = ""
+    # The model the library's languages call for, and why (core/languages.py); "" when
+    # there is nothing to offer, or the person said not now.
+    advice: str = ""
+    advice_model: str = ""
+    # Read from the last session's file (show_saved_library), not from the open library.
+    saved: bool = False
+
+
+def write_saved_snapshot(path: Path, snapshot: LibrarySnapshot) -> None:
+    """Keep ``snapshot`` for the next start (written whole, then renamed over)."""
+    data = {
+        "folders": [asdict(f) for f in snapshot.folders],
+        "problems": {
+            folder: [asdict(d) for d in docs[:SAVED_PROBLEMS]]
+            for folder, docs in snapshot.problems.items()
+        },
+        "chunks": snapshot.chunks,
+        "documents": snapshot.documents,
+        "embedded": snapshot.embedded,
+    }
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(part, path)
+
+
+def read_saved_snapshot(path: Path) -> LibrarySnapshot | None:
+    """The snapshot ``write_saved_snapshot`` kept; None when there is none or it is
+    unreadable (it is only a preview: the open library's replaces it)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return LibrarySnapshot(
+            folders=tuple(FolderStatus(**f) for f in data["folders"]),
+            problems={
+                folder: tuple(Document(**d) for d in docs)
+                for folder, docs in data["problems"].items()
+            },
+            chunks=int(data["chunks"]),
+            documents=int(data["documents"]),
+            embedded=int(data["embedded"]),
+            saved=True,
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 class Backend(QObject):
     phase_changed = Signal(str, str)  # opening | loading_model | ready | failed, and a sentence
-    ready = Signal()
+    # The library is open: searchable by keyword, quoted answers work (the model loads on).
+    opened = Signal()
+    ready = Signal()  # the model is loaded too
     failed = Signal(str, str)  # message, hint
     library_changed = Signal(object)  # LibrarySnapshot
     # Paths of documents just removed from the library (a deleted file, not only a
@@ -115,7 +178,16 @@ class Backend(QObject):
         # loading and warming the model (torch's threads) and indexing run here, at a
         # lower OS priority, so the window keeps the CPU it needs on a busy machine.
         self.engine = Background(max_threads=1, parent=self, lower_by=10 if lowered else 0)
+        # Its one thread is kept for good: the model runs fastest on the thread that
+        # warmed it, and Qt would otherwise end an idle thread after 30 s.
+        self.engine.pool.setExpiryTimeout(-1)
         self.library: Library | None = None
+        self._start_lock = threading.Lock()
+        self._opening: Library | None = None  # opened, its signal maybe not delivered yet
+        self._open_done: threading.Event | None = None  # the library made (or failed)
+        self._opening_record = False  # the open has begun on the record itself
+        self._model_task: Task | None = None
+        self._model: Embedder | None = None  # loaded, waiting for the library to open
         self.phase = "starting"
         self.llm_status = LLMStatus("checking", self.settings.llm_kind)
         self.snapshot: LibrarySnapshot | None = None
@@ -124,6 +196,8 @@ class Backend(QObject):
         self._pending_paths: list[str] = []
         self._refreshing = False
         self._refresh_again = False
+        # (passages and model when last worked out, the offer then): see _model_advice.
+        self._advice: tuple[int, str, ModelAdvice | None] = (0, "", None)
         self._llm_check: Task | None = None
         self._watch_enabled = watch
         self.watcher: Any = None
@@ -139,7 +213,9 @@ class Backend(QObject):
         self._cancelled_run = ""  # "job" | "watch": the run whose progress was shown
         self.watch_running = False
         self._closing = False
-        self.abandoned = False  # closed with an index run still finishing its batch
+        # Closed with work left running that cannot be interrupted and is not waited for
+        # (the model's load, an index run's last batch): the process should exit at once.
+        self.abandoned = False
         self._disk_full: DiskFullError | None = None
         self._disk_timer = QTimer(self)
         self._disk_timer.setInterval(DISK_RECHECK_MS)
@@ -161,16 +237,54 @@ class Backend(QObject):
     # --- start-up -----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Open the library and load the model in the background."""
+        """Open the library and load the model, side by side, in the background.
+
+        The library opens on ``background`` in a fraction of a second, and from then on
+        it is searchable by keyword (``opened``; ``Library(defer_model=True)``): searches
+        and quoted answers rank by keyword until the model is in. The model loads and
+        warms meanwhile on ``engine``, the thread that later indexes with it (torch ran
+        20-30 % slower on another thread than on the one that first used it). "Ready"
+        when both are done. Loaded one after the other, on one thread, the library was
+        not searchable until the model was in (seconds; half a minute on a busy machine).
+        """
         # Up to five engine threads (indexing, parsing, answering, the stream reader, the
         # watcher) share the GIL with the UI thread. Python hands it over every 5 ms by
         # default, so the UI could wait several turns; 1 ms keeps it responsive for a
         # throughput cost too small to measure next to embedding.
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
+        if self._closing:
+            return  # closed before its first frame was painted (see desktop/__main__.py)
         self._set_phase("opening", "Opening your library…")
         settings, embedder = self.settings, self._embedder
+        self._model = None
+        self._opening_record = False
 
-        def open_library(ctx: TaskContext) -> Library:
+        opened = threading.Event()
+        self._open_done = opened
+
+        def open_library(ctx: TaskContext) -> None:
+            try:
+                from core.library import Library  # most of the time: duckdb, numpy
+
+                with self._start_lock:
+                    if self._closing:
+                        return  # closed before the record was touched: nothing to close
+                    self._opening_record = True
+                library = Library(settings, embedder=embedder, defer_model=True)
+                with self._start_lock:
+                    closing = self._closing
+                    if not closing:
+                        # Held here too, for a shutdown that comes before this task's
+                        # signal reaches the UI thread: the record is closed either way.
+                        self._opening = library
+                if closing:
+                    library.close()
+                    return
+            finally:
+                opened.set()  # what a shutdown waits for
+            ctx.report(library)
+
+        def load_model(ctx: TaskContext) -> Embedder:
             # Importing torch and transformers makes millions of objects, and every full
             # garbage collection meanwhile walked all of them with every thread stopped:
             # pauses growing to 250 ms froze the window while the model loaded. Nothing
@@ -179,55 +293,95 @@ class Backend(QObject):
             # garbage is still collected.
             gc.disable()
             try:
-                return load(ctx)
+                # Import the answering code here rather than on the UI thread after the
+                # first answer, where pulling in httpx would freeze the window a moment
+                # (an answer asked before Ready imports it on its own thread).
+                import core.qa  # noqa: F401
+                from core.embedding import load_embedder
+
+                if embedder is not None:
+                    return embedder  # handed over loaded (tests): the caller's to warm
+                model = load_embedder(settings.embedding_model)
+                # One embedding warms the model and starts torch's worker threads here,
+                # where they inherit this thread's lower priority.
+                model.embed(["warm up"])
+                return model
             finally:
                 gc.freeze()
                 gc.enable()
 
-        def load(ctx: TaskContext) -> Library:
-            from core.library import Library
-
-            library = Library(settings, embedder=embedder)
-            ctx.report(("opened", library))
-            # Import the answering code here rather than on the UI thread at the first
-            # answer, where pulling in numpy and httpx would freeze the window a moment.
-            import core.qa  # noqa: F401
-
-            try:
-                # One embedding warms the model and starts torch's worker threads here,
-                # where they inherit this thread's lower priority.
-                library.embedder.embed(["warm up"])
-            except BaseException:
-                library.close()
-                raise
-            return library
-
-        def progress(value: Any) -> None:
-            if value[0] == "opened":
-                self.library = value[1]
-                # Read-only `lectern` commands, which cannot open the library now, ask
-                # here (core/ipc.py; separate from desktop/single_instance.py's Qt socket).
-                # Started on this thread: its threads keep this priority, not the engine's.
-                from core.ipc import serve
-
-                if not self._closing:
-                    self._ipc = serve(value[1])
-                self._set_phase("loading_model", "Loading the search model…")
-                self.refresh_library()
-                self.refresh_conversations()
-
-        self.engine.submit(
+        self.background.submit(
             open_library,
             name="open library",
-            on_progress=progress,
-            on_result=self._opened,
-            on_error=self._open_failed,
+            on_progress=self._library_opened,
+            on_error=self._start_failed,
+        )
+        self._model_task = self.engine.submit(
+            load_model,
+            name="load model",
+            on_result=self._model_loaded,
+            on_error=self._start_failed,
         )
         self.check_llm()
         self._llm_timer.start()
 
-    def _opened(self, library: Library) -> None:
+    def _library_opened(self, library: Library) -> None:
+        if self._closing or self.phase == "failed":
+            # The model failed meanwhile (the window says so), or the window closed.
+            with self._start_lock:
+                self._opening = None
+            if not self._closing:
+                library.close()
+            return
         self.library = library
+        # Read-only `lectern` commands, which cannot open the library now, ask here
+        # (core/ipc.py; separate from desktop/single_instance.py's Qt socket). Started on
+        # this thread: its threads keep this priority, not the engine's.
+        from core.ipc import serve
+
+        self._ipc = serve(library)
+        if self._model is None:
+            self._set_phase("loading_model", "Loading the search model · keyword search works")
+        self.opened.emit()
+        self.refresh_library()
+        self.refresh_conversations()
+        self._maybe_ready()
+
+    def _model_loaded(self, model: Embedder) -> None:
+        self._model = model
+        self._maybe_ready()
+
+    def _maybe_ready(self) -> None:
+        """Ready once both the library and the model are in, whichever came first."""
+        library = self.library
+        if (
+            library is not None
+            and self._model is not None
+            and not self._closing
+            and self.phase in ("opening", "loading_model")
+        ):
+            self._opened(library)
+
+    def _opened(self, library: Library) -> None:
+        model = self._model
+        self._model = None
+        if model is not None and not library.adopt_embedder(model):
+            # A change of embedding model is pending: until it switches, the index's own
+            # model searches and indexes. Loaded on the indexing thread, as above.
+            self._set_phase("loading_model", "Loading the search model…")
+
+            def load(ctx: TaskContext) -> Embedder:
+                loaded = library.load_model()
+                loaded.embed(["warm up"])
+                return loaded
+
+            self._model_task = self.engine.submit(
+                load,
+                name="load model",
+                on_result=lambda _model: self._opened(library),
+                on_error=self._start_failed,
+            )
+            return
         if self._closing:
             return
         # Called on the indexing thread; the signal carries the paths to the UI thread.
@@ -248,18 +402,63 @@ class Backend(QObject):
             if known:
                 self._enqueue(IndexJob(paths=None))
 
-    def _open_failed(self, exc: BaseException) -> None:
+    def _start_failed(self, exc: BaseException) -> None:
+        if self._closing or self.phase == "failed":
+            return
         message, hint = describe_error(exc)
         server, self._ipc = self._ipc, None
         if server is not None:
             server.close()
-        self.library = None
+        library, self.library = self.library, None
+        self._model = None
+        with self._start_lock:
+            self._opening = None
+        if library is not None:
+            # The model failed after the library opened: closed now, so that "Try again"
+            # opens it afresh (one owner of the data folder at a time).
+            try:
+                library.close()
+            except Exception:
+                log.exception("closing the library failed")
         self._set_phase("failed", message)
         self.failed.emit(message, hint)
 
     def retry_start(self) -> None:
         if self.phase == "failed":
             self.start()
+
+    @property
+    def is_open(self) -> bool:
+        """The library is open: searches and quoted answers work (by keyword until the
+        model is loaded, ``is_ready``)."""
+        return self.library is not None and self.phase in ("loading_model", "ready")
+
+    @property
+    def model_loaded(self) -> bool:
+        library = self.library
+        return library is not None and library.model_loaded
+
+    # --- the library as it was last shown ------------------------------------------------
+
+    def show_saved_library(self) -> None:
+        """Show the library as the last session left it, until the open one answers.
+
+        Called before the window's first paint: a reopen shows its folders at once
+        instead of the first-run screen for the second or so that opening takes.
+        """
+        snapshot = read_saved_snapshot(self.settings.home / SAVED_SNAPSHOT)
+        if snapshot is not None and snapshot.folders and self.snapshot is None:
+            self.snapshot = snapshot
+            self.library_changed.emit(snapshot)
+
+    def _save_snapshot(self) -> None:
+        snapshot = self.snapshot
+        if snapshot is None or snapshot.saved:
+            return
+        try:
+            write_saved_snapshot(self.settings.home / SAVED_SNAPSHOT, snapshot)
+        except OSError as exc:  # a nicety: the next start shows the library a moment later
+            log.warning("the library's last view could not be saved: %s", exc)
 
     def _set_phase(self, phase: str, text: str) -> None:
         self.phase = phase
@@ -543,18 +742,27 @@ class Backend(QObject):
                 for doc in library.documents(state=state):
                     problems.setdefault(doc.folder, []).append(doc)
             switching = library.reembedding_status()
+            chunks = sum(f.chunks for f in folders)
+            advice = self._model_advice(library, chunks) if not switching else None
             return LibrarySnapshot(
                 folders=folders,
                 problems={k: tuple(v) for k, v in problems.items()},
-                chunks=sum(f.chunks for f in folders),
+                chunks=chunks,
                 documents=sum(f.indexed for f in folders),
                 embedded=library.searchable()[1],
                 switching=switching.sentence if switching else "",
+                advice=advice.message if advice else "",
+                advice_model=advice.model if advice else "",
             )
 
         def loaded(snapshot: LibrarySnapshot) -> None:
-            self.snapshot = snapshot
+            previous, self.snapshot = self.snapshot, snapshot
             self.library_changed.emit(snapshot)
+            if previous is None or [f.path for f in previous.folders] != [
+                f.path for f in snapshot.folders
+            ]:
+                # Kept for the next start at once, not only at a clean close.
+                self._save_snapshot()
             if snapshot.switching and not self._closing and not self._switch_timer.isActive():
                 self._switch_timer.start()  # its progress is followed until it switches
 
@@ -571,6 +779,34 @@ class Backend(QObject):
             on_error=self._report_error,
             on_finished=finished,
         )
+
+    def _model_advice(self, library: Library, chunks: int) -> ModelAdvice | None:
+        """The offer of another embedding model, once indexing is done, worked out again
+        only when the library has grown or shrunk by a tenth (it samples a thousand
+        passages); never after the person said not now."""
+        if self.settings.model_offer_declined or chunks == 0 or self.indexing:
+            return None  # while indexing, the first files alone would decide
+        model = library.db.get_meta("embedding_model") or ""
+        counted, counted_model, advice = self._advice
+        if counted and model == counted_model and abs(chunks - counted) < counted / 10:
+            return advice
+        advice = library.model_advice()
+        self._advice = (chunks, model, advice)
+        return advice
+
+    def switch_embedding_model(self, model_id: str) -> None:
+        """Change the library's embedding model: saved in the settings and re-embedded in
+        the background while the current model answers."""
+        self.apply_settings(self.settings.with_changes(embedding_model=model_id))
+        self.run(
+            lambda library, _ctx: library.change_embedding_model(model_id),
+            name="switch the embedding model",
+            on_result=lambda _r: self.refresh_library(),
+        )
+
+    def decline_model_offer(self) -> None:
+        self.apply_settings(self.settings.with_changes(model_offer_declined=True))
+        self.refresh_library()
 
     def run(
         self,
@@ -951,20 +1187,28 @@ class Backend(QObject):
     # --- shutting down ------------------------------------------------------------------
 
     def shutdown(self, wait_ms: int | None = None) -> None:
-        """Stop everything and close the library, without waiting out an index run.
+        """Stop everything and close the library, without waiting out what cannot be
+        interrupted.
 
-        A run stops after its current embedding batch, which cannot be interrupted and
-        can take seconds on a slow machine. Each document is written in one transaction,
-        so nothing is lost by not waiting: past ``wait_ms`` the run's thread is left to
-        finish that batch on its own (``abandoned``), the parser process is stopped and
-        the database is left open for the process's exit (what the batch had not
-        committed is indexed next time). ``python -m desktop`` then exits at once.
+        Loading the model (seconds) touches no data: it is never waited for. Opening the
+        library is (normally a fraction of a second), so that the record is closed
+        cleanly. An index run stops after its current embedding batch, which cannot be
+        interrupted either; each document is written in one transaction, so nothing is
+        lost by not waiting: past ``wait_ms`` the run's thread is left to finish that batch
+        on its own, the parser process is stopped and the database is left open for the
+        process's exit (what the batch had not committed is indexed next time). Either
+        way ``abandoned`` is set and ``python -m desktop`` then exits at once: a model
+        load left running kept the process for seconds after its window had gone.
         """
         if self._closing:
             return
-        self._closing = True
+        with self._start_lock:
+            self._closing = True
+            # Still importing, the open stops before it touches the record: not waited.
+            open_waited = self._opening_record
         wait_ms = SHUTDOWN_WAIT_MS if wait_ms is None else wait_ms
         deadline = time.monotonic() + wait_ms / 1000
+        self._save_snapshot()
         self._refresh_timer.stop()
         self._switch_timer.stop()
         self._llm_timer.stop()
@@ -982,20 +1226,42 @@ class Backend(QObject):
                 watcher.stop(timeout=max(0.1, deadline - time.monotonic()))
             except Exception:
                 log.exception("stopping the watcher failed")
-        idle = all(
-            pool.wait(max(0, int((deadline - time.monotonic()) * 1000)))
-            for pool in (self.engine, self.background)
+        opening = self._open_done
+        opened = opening is None or not open_waited or opening.wait(OPEN_WAIT_S)
+        job = self.current_job
+        indexing_done = (
+            job is None
+            or job.task is None
+            or job.task.done.wait(max(0.0, deadline - time.monotonic()))
+        )
+        model = self._model_task
+        # None of them touches the library: loading the model, asking the model server
+        # (up to seconds against a server that does not answer), an open still importing.
+        left_running = (
+            (model is not None and not model.done.is_set())
+            or self.probes.busy
+            or (opening is not None and not opening.is_set())  # still importing
         )
         watcher_alive = watcher is not None and watcher.worker_alive
-        library = self.library
+        with self._start_lock:
+            library = self.library or self._opening
+            self._opening = None
         if library is None:
+            # Nothing open to close; an open still running closes its library itself.
+            self.abandoned = left_running and opened
             return
+        # Searches and answers in flight read the library: closed after them.
+        idle = indexing_done and self.background.wait(
+            max(0, int((deadline - time.monotonic()) * 1000))
+        )
         if idle and not watcher_alive:
             try:
                 library.close()
             except Exception:
                 log.exception("closing the library failed")
             self.library = None
+            # The record is closed: what is left running is not waited for.
+            self.abandoned = left_running
             return
         self.abandoned = True
         log.warning("closing with indexing still finishing a batch; it is not waited for")

@@ -32,6 +32,7 @@ from desktop.qt import (
     QSize,
     QStackedWidget,
     Qt,
+    QTextCursor,
     QTextOption,
     QTimer,
     QToolButton,
@@ -62,8 +63,26 @@ RENDER_INTERVAL_MS = 40
 # is the other tab, which lists passages).
 NO_MODEL = "No model · quoting passages"
 # The room the conversation's title keeps in the header: when it would get less, the mode
-# switch and then the model badge show their icons only (their words stay in tooltips).
+# switch shows its icons only, then the model badge its short form (words in tooltips).
 TITLE_ROOM = 160
+# The badge's short forms, for a narrow window (the whole words stay in its tooltip).
+SHORT_BADGES = {
+    NO_MODEL: "No model",
+    "Checking model…": "Checking…",
+    "Server address invalid": "Bad address",
+}
+SHORT_MODEL_CHARS = 16
+
+
+def short_badge(text: str, status: LLMStatus) -> str:
+    """A few words for the model badge where its whole words do not fit."""
+    if text in SHORT_BADGES:
+        return SHORT_BADGES[text]
+    if status.ready and len(text) > SHORT_MODEL_CHARS:
+        # "qwen2.5:14b-instruct-q4_K_M": the name before its tag, elided if still long.
+        name = text.split(":", 1)[0]
+        return name if len(name) <= SHORT_MODEL_CHARS else name[: SHORT_MODEL_CHARS - 1] + "…"
+    return text
 
 
 # --- the question box ------------------------------------------------------------------
@@ -156,6 +175,7 @@ class ConversationPanel(QFrame):
         self.task: Task | None = None
         self.active_turn: TurnWidget | None = None
         self._pending: tuple[str, str] | None = None
+        self._keyword_search: SearchResultsWidget | None = None  # see _start_search
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.setInterval(RENDER_INTERVAL_MS)
@@ -168,6 +188,10 @@ class ConversationPanel(QFrame):
         self.collections_dialog: Any = None
         self._choice_folders: tuple[str, ...] | None = None
         self._scope_known = True  # False while a reopened conversation's scope is read
+        self._pill_words = ("", "")  # the model badge's whole words and short form
+        # What was typed and not sent, per conversation (None: the new, unsaved one): a
+        # half-typed question stays with its conversation instead of following you.
+        self._drafts: dict[int | None, str] = {}
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -176,7 +200,7 @@ class ConversationPanel(QFrame):
         header = QFrame(objectName="panelHeader")
         head = QHBoxLayout(header)
         head.setContentsMargins(20, 10, 14, 10)
-        head.setSpacing(10)
+        head.setSpacing(8)
         self.title = ElidedLabel("New conversation", objectName="panelTitle")
         head.addWidget(self.title, 1)
         segment = QFrame(objectName="segment")
@@ -283,6 +307,8 @@ class ConversationPanel(QFrame):
         cw.addLayout(crow)
         self.hint = QLabel(objectName="composerHint")
         self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        # Wrapped in a narrow window: centred on one line it lost both ends (".ectern is").
+        self.hint.setWordWrap(True)
         cw.addWidget(self.hint)
         layout.addWidget(composer_wrap)
 
@@ -290,6 +316,9 @@ class ConversationPanel(QFrame):
         backend.library_changed.connect(self.welcome.set_snapshot)
         backend.library_changed.connect(self._library_changed)
         backend.documents_removed.connect(self._documents_removed)
+        # Searches and quoted answers work once the library is open (by keyword until the
+        # model is loaded); a search made by keyword meanwhile is made again at Ready.
+        backend.opened.connect(self._backend_opened)
         backend.ready.connect(self._backend_ready)
         backend.ready.connect(self.reload_scope_choices)
         backend.collections_changed.connect(self.reload_scope_choices)
@@ -339,8 +368,10 @@ class ConversationPanel(QFrame):
             self.send_button.setProperty("busy", False)
         self.send_button.style().unpolish(self.send_button)
         self.send_button.style().polish(self.send_button)
-        if not self.backend.is_ready and self.backend.phase != "failed":
-            hint = "Lectern is loading its search model; you can already type your question."
+        if not self.backend.is_open and self.backend.phase != "failed":
+            hint = "Lectern is opening your library; you can already type your question."
+        elif not self.backend.is_ready and self.backend.phase != "failed":
+            hint = "Searching by keyword while the search model loads."
         self.hint.setText(hint)
         self.ask_mode.setIcon(
             icon("sparkle", palette.text if self.ask_mode.isChecked() else palette.muted)
@@ -393,17 +424,38 @@ class ConversationPanel(QFrame):
             hint = button.sizeHint().width()
             return hint if button.toolButtonStyle() == icon_only else hint - words(button)
 
+        def advance(text: str) -> int:
+            return self.llm_pill.fontMetrics().horizontalAdvance(text) + 8
+
+        pill = self.llm_pill
+        text_only = Qt.ToolButtonStyle.ToolButtonTextOnly
+        icon_width = pill.iconSize().width() + 4
+        # The badge's padding and icon, whatever it shows now.
+        pill_bare = pill.sizeHint().width() - advance(pill.text())
+        if pill.toolButtonStyle() == text_only:
+            pill_bare += icon_width
         modes = (self.ask_mode, self.search_mode)
         # Margins and spacing of the header row and of the mode switch.
-        room = width - 54 - 8 - sum(bare(b) for b in modes) - bare(self.llm_pill)
+        room = width - 50 - 8 - sum(bare(b) for b in modes) - pill_bare
         mode_words = sum(words(b) for b in modes)
-        compact_modes = room - mode_words - words(self.llm_pill) < TITLE_ROOM
-        compact_pill = compact_modes and room - words(self.llm_pill) < TITLE_ROOM
-        for buttons, compact in ((modes, compact_modes), ((self.llm_pill,), compact_pill)):
-            style = icon_only if compact else Qt.ToolButtonStyle.ToolButtonTextBesideIcon
-            for button in buttons:
-                if button.toolButtonStyle() != style:
-                    button.setToolButtonStyle(style)
+        full, short = self._pill_words
+        # Narrower, the modes show their icons, then the badge says its short form ("No
+        # model") without its icon: never the bare icon, which said nothing at 1024 px.
+        style = Qt.ToolButtonStyle.ToolButtonTextBesideIcon
+        if room - mode_words - advance(full) >= TITLE_ROOM:
+            compact_modes, words_shown = False, full
+        elif room - advance(full) >= TITLE_ROOM:
+            compact_modes, words_shown = True, full
+        else:
+            compact_modes, words_shown, style = True, short, text_only
+        if pill.text() != words_shown:
+            pill.setText(words_shown)
+        if pill.toolButtonStyle() != style:
+            pill.setToolButtonStyle(style)
+        for button in modes:
+            mode_style = icon_only if compact_modes else Qt.ToolButtonStyle.ToolButtonTextBesideIcon
+            if button.toolButtonStyle() != mode_style:
+                button.setToolButtonStyle(mode_style)
 
     def _restyle(self, palette: Palette) -> None:
         for item in self.items:
@@ -611,12 +663,18 @@ class ConversationPanel(QFrame):
                 palette.warning_text,
             )
             tip = f"{status.message} Answers are extracted sentences meanwhile. Click to fix."
+        self._pill_words = (text, short_badge(text, status))
         self.llm_pill.setText(text)
         self.llm_pill.setIcon(icon("server", color, 15))
-        self.llm_pill.setToolTip(f"{text}. {tip}")  # the words, when it shows its icon only
+        self.llm_pill.setToolTip(f"{text}. {tip}")  # the whole words, when it is short
         self._fit_header(self.width())
         self.llm_pill.setAccessibleName(f"Language model: {text}")
         self.llm_pill.setStyleSheet(f"color: {color};")
+
+    @property
+    def llm_badge(self) -> str:
+        """The badge's whole words (it may show a short form of them)."""
+        return self._pill_words[0]
 
     def _use_model(self, name: str) -> None:
         self.backend.apply_settings(self.backend.settings.with_changes(llm_model=name))
@@ -628,8 +686,19 @@ class ConversationPanel(QFrame):
 
     # --- conversations ------------------------------------------------------------------
 
+    def _switch_draft(self, to: int | None) -> None:
+        """Keep the box's words with the conversation being left; bring back ``to``'s."""
+        text = self.input.toPlainText()
+        if text.strip():
+            self._drafts[self.conversation_id] = text
+        else:
+            self._drafts.pop(self.conversation_id, None)
+        self.input.setPlainText(self._drafts.pop(to, ""))
+        self.input.moveCursor(QTextCursor.MoveOperation.End)
+
     def new_conversation(self) -> None:
         self.stop()
+        self._switch_draft(None)
         self.conversation_id = None
         self.conversation_title = ""
         self.set_scope(Scope(), save=False)  # a new conversation searches everything
@@ -643,6 +712,8 @@ class ConversationPanel(QFrame):
         if conversation_id == self.conversation_id and self.items:
             return
         self.stop()
+        if conversation_id != self.conversation_id:
+            self._switch_draft(conversation_id)
         self.conversation_id = conversation_id
         self.conversation_title = title
         self.set_scope(Scope(), save=False)
@@ -683,6 +754,7 @@ class ConversationPanel(QFrame):
     def _add_turn(self, turn: TurnView) -> TurnWidget:
         widget = TurnWidget(turn, self.theme)
         widget.said_before = lambda kind: self._said_before(widget, kind)
+        widget.earlier_sources = lambda: self._earlier_sources(widget)
         widget.evidence_requested.connect(self.evidence_requested.emit)
         widget.action_requested.connect(self._turn_action)
         self._add_item(widget)
@@ -696,6 +768,15 @@ class ConversationPanel(QFrame):
             if any(k == kind for k, _ in earlier.turn.warnings):
                 return True
         return False
+
+    def _earlier_sources(self, widget: TurnWidget) -> set[tuple[str, int, int]]:
+        """The passages the answers above ``widget`` listed."""
+        seen: set[tuple[str, int, int]] = set()
+        for earlier in self.turns:
+            if earlier is widget:
+                break
+            seen.update((s.path, s.start, s.end) for s in earlier.turn.sources)
+        return seen
 
     @property
     def turns(self) -> list[TurnWidget]:
@@ -734,7 +815,7 @@ class ConversationPanel(QFrame):
         turn = TurnView(question=question, streaming=True)
         self.active_turn = self._add_turn(turn)
         self._update_state()
-        if not self.backend.is_ready:
+        if not self.backend.is_open:
             self._pending = ("ask", question)
             self._update_state()
             return
@@ -756,7 +837,7 @@ class ConversationPanel(QFrame):
 
     def run_search(self, query: str) -> None:
         widget = self.search_view.start(query)
-        if not self.backend.is_ready:
+        if not self.backend.is_open:
             self._pending = ("search", query)
             self._update_state()
             return
@@ -778,6 +859,11 @@ class ConversationPanel(QFrame):
                 self.task = None
             self._update_state()
 
+        # Before the model is in, a search by words and meaning ranks by keyword alone:
+        # made again once it is (``_backend_ready``).
+        self._keyword_search = (
+            widget if not widget.words_only and not self.backend.model_loaded else None
+        )
         task = self.backend.search(
             query,
             on_result=found,
@@ -791,6 +877,20 @@ class ConversationPanel(QFrame):
         self._update_state()
 
     def _backend_ready(self) -> None:
+        searched, self._keyword_search = self._keyword_search, None
+        if (
+            searched is not None
+            and self.search_view.results is searched
+            and not searched.words_only
+            and self._pending is None
+            and self.active_turn is None
+        ):
+            if self.task is not None:
+                self.task.cancel()
+            self.run_search(searched.query)
+        self._update_state()
+
+    def _backend_opened(self) -> None:
         pending, self._pending = self._pending, None
         if pending is None:
             self._update_state()

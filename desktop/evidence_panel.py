@@ -78,6 +78,9 @@ class PdfEvidence:
     rects: list[QRectF] = field(default_factory=list)  # points, origin top-left
     found: bool = False
     ocr: bool = False  # the page's text was read by OCR
+    # The whole lines of text the lit rectangles sit on (points): what the reading zoom
+    # fits to the panel, so a sentence that starts mid-line is not cut at the side.
+    lines: list[QRectF] = field(default_factory=list)
 
 
 @dataclass
@@ -95,10 +98,12 @@ def render_pdf_evidence(
     width: int = RENDER_WIDTH,
     words: Sequence[WordBox] = (),
     terms: Sequence[str] = (),
+    page_words: Sequence[WordBox] = (),
 ) -> PdfEvidence:
     """Render the page holding ``needles`` (tried on ``page`` first, then its neighbours).
 
-    ``words``: the OCR boxes of the cited characters, for pages read by OCR. ``terms``
+    ``words``: the OCR boxes of the cited characters, for pages read by OCR, and
+    ``page_words`` all the OCR boxes of their pages (the lines they sit on). ``terms``
     (a search hit's words, ``rich.term_key`` keys): light only those words inside the
     needles, not the needles whole."""
     from desktop.qt_pdf import QPdfDocument
@@ -127,6 +132,12 @@ def render_pdf_evidence(
                 break
         evidence = _render(doc, chosen, width, rects, count)
         evidence.ocr = chosen + 1 in ocr_pages
+        if evidence.ocr:
+            # Word by word: OCR lines merged run across the gutter between columns.
+            segments = word_rects([*page_words, *words], chosen + 1, merge=False)
+        else:
+            segments = [p.boundingRect() for p in doc.getAllText(chosen).bounds()]
+        evidence.lines = whole_lines(rects, segments)
         return evidence
     finally:
         doc.close()
@@ -150,6 +161,37 @@ def word_rects(words: Sequence[WordBox], page: int, merge: bool = True) -> list[
                 continue
         rects.append(box)
     return rects
+
+
+def whole_lines(rects: Sequence[QRectF], segments: Sequence[QRectF]) -> list[QRectF]:
+    """Each of ``rects`` widened to the whole line of text it sits on.
+
+    ``segments``: the page's text as rectangles (runs of a line, or OCR lines). A line is
+    the segments beside a rectangle (sharing most of its height) joined while the gap
+    between them stays under a line's height: a word gap, not the gutter between
+    columns, so in three columns a line is a line of its own column."""
+    lines: list[QRectF] = []
+    for rect in rects:
+        line = QRectF(rect)
+        beside = [
+            s
+            for s in segments
+            if min(s.bottom(), rect.bottom()) - max(s.top(), rect.top())
+            >= 0.5 * min(s.height(), rect.height())
+        ]
+        grew = True
+        while grew:
+            grew = False
+            gap = max(line.height(), 1.0)
+            for segment in beside:
+                if line.contains(segment):
+                    continue
+                if segment.left() <= line.right() + gap and segment.right() >= line.left() - gap:
+                    line = line.united(segment)
+                    grew = True
+        if not any(line == known for known in lines):
+            lines.append(line)
+    return lines
 
 
 def render_pdf_page(path: str, page: int, width: int = RENDER_WIDTH) -> PdfEvidence:
@@ -320,6 +362,17 @@ class PageCanvas(QWidget):
         self.setFixedSize(int(size.width() * s), int(size.height() * s))
         self.update()
 
+    def lines_box(self) -> QRectF | None:
+        """The whole lines of the lit text, scaled (the lit boxes where lines are unknown)."""
+        lines = (self.evidence.lines if self.evidence else []) or self.rects
+        if not lines:
+            return None
+        s = self.scale()
+        box = lines[0]
+        for r in lines[1:]:
+            box = box.united(r)
+        return QRectF(box.x() * s, box.y() * s, box.width() * s, box.height() * s)
+
     def highlight_box(self) -> QRectF | None:
         if not self.rects:
             return None
@@ -372,10 +425,13 @@ class PdfView(QScrollArea):
     def _reading_zoom(self, evidence: PdfEvidence) -> float:
         """Zoom so the highlighted lines fill the panel's width: a whole page fitted into
         a side panel is too small to read, and reading the sentence is the point."""
-        if not evidence.rects:
+        lines = evidence.lines or evidence.rects
+        if not lines:
             return 1.0
-        left = min(r.left() for r in evidence.rects)
-        right = max(r.right() for r in evidence.rects)
+        # The whole lines, not only the lit words: a sentence starting mid-line zoomed to
+        # its own width cut the line's beginning off ("… Passwords are never shared").
+        left = min(r.left() for r in lines)
+        right = max(r.right() for r in lines)
         width_pt = max(right - left, 1.0)
         base = self.canvas.fit_width / evidence.page_size.width()
         wanted = (self.viewport().width() - 40) / (width_pt * base)
@@ -389,8 +445,14 @@ class PdfView(QScrollArea):
             return
         target = int(box.center().y() - self.viewport().height() / 3)
         self.verticalScrollBar().setValue(max(0, target))
-        across = int(box.center().x() - self.viewport().width() / 2)
-        self.horizontalScrollBar().setValue(max(0, across))
+        lines = self.canvas.lines_box() or box
+        width = self.viewport().width()
+        if lines.width() <= width:
+            across = lines.center().x() - width / 2
+        else:
+            # Zoomed in past the lines' width: their start, where reading begins.
+            across = min(lines.left() - 8, box.left() - 8)
+        self.horizontalScrollBar().setValue(max(0, int(across)))
 
 
 class EvidencePanel(QFrame):
@@ -636,7 +698,14 @@ class EvidencePanel(QFrame):
                 words = _ocr_words(
                     library, document_id, _term_spans(library, document_id, spans, terms)
                 )
-                return render_pdf_evidence(path, page, needles, words=words, terms=terms)
+                return render_pdf_evidence(
+                    path,
+                    page,
+                    needles,
+                    words=words,
+                    terms=terms,
+                    page_words=_ocr_page_words(library, document_id, words),
+                )
 
             self.backend.background.submit(
                 render,
@@ -705,6 +774,7 @@ class EvidencePanel(QFrame):
             # in the rendered text.
             document = self.text_view.document()
             document.setMarkdown(source, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+            _wrap_code_blocks(document)
             self._lit = map_ranges(source, document.toPlainText(), shifted)
         else:
             self.text_view.setPlainText(_unwrap(source))
@@ -813,6 +883,7 @@ class EvidencePanel(QFrame):
                     [s.text for s in request.spans],
                     words=words,
                     terms=request.terms,
+                    page_words=_ocr_page_words(library, request.document_id, words),
                 )
             evidence = render_pdf_page(path, target)
             if library is not None and request.document_id is not None:
@@ -895,6 +966,20 @@ def _ocr_words(
     return words
 
 
+def _ocr_page_words(
+    library: object, document_id: int | None, words: Sequence[WordBox]
+) -> list[WordBox]:
+    """All the OCR boxes of the pages ``words`` are on: the lines the cited words sit on."""
+    if library is None or document_id is None or not words:
+        return []
+    pages = {w.page for w in words}
+    found: list[WordBox] = []
+    for span in library.document_pages(document_id):  # type: ignore[attr-defined]
+        if span.page in pages:
+            found.extend(library.ocr_words(document_id, span.start, span.end))  # type: ignore[attr-defined]
+    return found
+
+
 def map_ranges(source: str, shown: str, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """``ranges`` of ``source`` as ranges of ``shown``, the same text rendered (Markdown
     without its markup): letters and digits are matched up, as :mod:`desktop.locate` does
@@ -939,6 +1024,19 @@ def _term_spans(
         return []  # a digital page: its own text layer finds the words
     text = library.document_text(document_id)  # type: ignore[attr-defined]
     return [w for s, e in spans for w in term_ranges(text, terms, s, e)]
+
+
+def _wrap_code_blocks(document: QTextDocument) -> None:
+    """Let code blocks wrap: a side panel cut a long command line at its right edge
+    ("beacon escalate --incident INC-2041 --to secondar"), to be read by scrolling."""
+    block = document.begin()
+    while block.isValid():
+        fmt = block.blockFormat()
+        if fmt.nonBreakableLines():
+            fmt.setNonBreakableLines(False)
+            cursor = QTextCursor(block)
+            cursor.setBlockFormat(fmt)
+        block = block.next()
 
 
 def _unwrap(text: str) -> str:

@@ -676,8 +676,8 @@ class FileListWindow(QDialog):
         self.retry_button.setText(f"Retry {len(failed)} files" if len(failed) > 1 else "Retry")
         self.open_button.setEnabled(len(rows) == 1)
         self.show_button.setEnabled(len(rows) == 1)
-        if self.message:
-            return
+        # Always the selection's: a failed read says so in the summary line, and keeping
+        # the details then left them on a file no longer selected.
         if len(rows) != 1:
             self.details.setText(
                 f"{count_of(len(rows), 'file')} selected" if rows else "Select a file to see more."

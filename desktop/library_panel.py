@@ -97,6 +97,7 @@ class LibraryPanel(QFrame):
     add_folder_requested = Signal()
     remove_requested = Signal(str)
     rescan_requested = Signal()  # the window says what a rescan does and what it found
+    check_requested = Signal()  # the window opens the library check
 
     def __init__(self, backend: Backend, theme: Theme, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -228,6 +229,41 @@ class LibraryPanel(QFrame):
         switch_row.addWidget(self.switch_button)
         switch_row.addStretch(1)
         layout.addLayout(switch_row)
+        # The library check (core/eval_library.py): how well search does on this library.
+        self.check_button = QPushButton("Check search quality", objectName="secondaryButton")
+        self.check_button.setToolTip(
+            "Measure how well Lectern finds things in your documents, on questions made from them"
+        )
+        self.check_button.clicked.connect(self.check_requested)
+        check_row = QHBoxLayout()
+        check_row.setContentsMargins(11, 0, 0, 8)
+        check_row.addWidget(self.check_button)
+        check_row.addStretch(1)
+        layout.addLayout(check_row)
+        self.check_button.hide()
+        # The embedding model the library's languages call for (core/languages.py),
+        # offered until the person switches or says not now.
+        self.model_offer = QFrame(objectName="modelOffer")
+        offer = QVBoxLayout(self.model_offer)
+        offer.setContentsMargins(11, 6, 11, 8)
+        self.model_offer_text = QLabel(objectName="modelOfferText")
+        self.model_offer_text.setWordWrap(True)
+        offer.addWidget(self.model_offer_text)
+        offer_buttons = QHBoxLayout()
+        self.model_offer_switch = QPushButton("Switch model", objectName="secondaryButton")
+        self.model_offer_switch.setToolTip(
+            "Re-embed the library with the multilingual model in the background; search "
+            "keeps using the current model until it is done"
+        )
+        self.model_offer_switch.clicked.connect(self._accept_model_offer)
+        self.model_offer_decline = QPushButton("Not now", objectName="secondaryButton")
+        self.model_offer_decline.clicked.connect(self._decline_model_offer)
+        offer_buttons.addWidget(self.model_offer_switch)
+        offer_buttons.addWidget(self.model_offer_decline)
+        offer_buttons.addStretch(1)
+        offer.addLayout(offer_buttons)
+        self.model_offer.hide()
+        layout.addWidget(self.model_offer)
 
         backend.library_changed.connect(self.set_snapshot)
         backend.index_started.connect(self._index_started)
@@ -322,6 +358,7 @@ class LibraryPanel(QFrame):
                 self._fill_row(self._rows[folder.path], folder, palette)
             self._fit_rows()
             self._update_summary(snapshot)
+            self._show_model_offer(snapshot)
             return
         self._watch_shown = dict(self.backend.watch_status)
         self._palette_shown = palette.name
@@ -348,6 +385,7 @@ class LibraryPanel(QFrame):
         self.tree.verticalScrollBar().setValue(scroll)
         self._fit_rows()
         self._update_summary(snapshot)
+        self._show_model_offer(snapshot)
 
     def _update_summary(self, snapshot: LibrarySnapshot) -> None:
         has = bool(snapshot.folders)
@@ -362,9 +400,24 @@ class LibraryPanel(QFrame):
             )
         self._set_summary_visible(has and not self.progress_card.isVisible())
 
+    def _show_model_offer(self, snapshot: LibrarySnapshot) -> None:
+        self.model_offer_text.setText(snapshot.advice)
+        self.model_offer.setVisible(bool(snapshot.advice and snapshot.advice_model))
+
+    def _accept_model_offer(self) -> None:
+        snapshot = self.snapshot
+        if snapshot is not None and snapshot.advice_model:
+            self.model_offer.hide()
+            self.backend.switch_embedding_model(snapshot.advice_model)
+
+    def _decline_model_offer(self) -> None:
+        self.model_offer.hide()
+        self.backend.decline_model_offer()
+
     def _set_summary_visible(self, visible: bool) -> None:
         """The summary, and under it the switch's Pause while a model switch runs."""
         self.summary.setVisible(visible)
+        self.check_button.setVisible(visible)
         self.switch_button.setVisible(
             visible and self.snapshot is not None and bool(self.snapshot.switching)
         )

@@ -48,6 +48,7 @@ from desktop.qt import (
     QShortcut,
     QSize,
     QSplitter,
+    QStandardPaths,
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -520,6 +521,14 @@ class MainWindow(QMainWindow):
         menu.addAction(action)
         return action
 
+    def check_search_quality(self) -> None:
+        from desktop.library_check import LibraryCheckDialog
+
+        dialog = LibraryCheckDialog(self.backend, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
+        dialog.start()
+
     def _build_menus(self) -> None:
         bar = self.menuBar()
         file = bar.addMenu("&File")
@@ -536,6 +545,14 @@ class MainWindow(QMainWindow):
             self.rescan,
             "F5",
             "Look for new, changed and deleted files",
+        )
+        self._action(
+            file,
+            "Check &Search Quality…",
+            self.check_search_quality,
+            None,
+            "How well Lectern finds things in your own documents, measured on questions "
+            "made from them",
         )
         file.addSeparator()
         self.export_action = self._action(
@@ -628,6 +645,7 @@ class MainWindow(QMainWindow):
         )
         self.library.add_folder_requested.connect(self.add_folder_dialog)
         self.library.rescan_requested.connect(self.rescan)
+        self.library.check_requested.connect(self.check_search_quality)
         backend.watch_idle.connect(self._rescan_done)
         backend.index_started.connect(self._rescan_started)
         self.library.remove_requested.connect(self.confirm_remove)
@@ -765,10 +783,28 @@ class MainWindow(QMainWindow):
     # --- actions ----------------------------------------------------------------------------
 
     def add_folder_dialog(self) -> None:
-        start = os.path.expanduser("~")
+        start = self.folder_dialog_start()
         path = QFileDialog.getExistingDirectory(self, "Add a folder to your library", start)
         if path:
-            self.handle_drop([path])
+            self.folder_chosen(path)
+
+    def folder_dialog_start(self) -> str:
+        """Where "Add folder…" opens: beside the last folder chosen, else the user's
+        documents, else their home (it opened at the home folder, /root for root)."""
+        last = str(self.qsettings.value("library/last_folder", "") or "")
+        # Its parent: the place browsed to, with the folder's neighbours to pick from.
+        beside = os.path.dirname(last.rstrip(os.sep)) if last else ""
+        if beside and os.path.isdir(beside):
+            return beside
+        documents = QStandardPaths.writableLocation(
+            QStandardPaths.StandardLocation.DocumentsLocation
+        )
+        return documents if documents and os.path.isdir(documents) else os.path.expanduser("~")
+
+    def folder_chosen(self, path: str) -> list[str]:
+        """A folder picked in the dialog: remembered for the next one, and added."""
+        self.qsettings.setValue("library/last_folder", path)
+        return self.handle_drop([path])
 
     def confirm_remove(self, path: str) -> None:
         name = os.path.basename(path.rstrip(os.sep)) or path

@@ -498,6 +498,9 @@ class SettingsDialog(QDialog):
     def done(self, result: int) -> None:
         if self.models_task is not None:
             self.models_task.cancel()
+            # A reply already on its way is then ignored (_models), not shown in widgets
+            # Qt deletes with the closed dialog.
+            self.models_task = None
         # Closing stops the download; Ollama keeps the layers it has, so a new pull resumes.
         if self.pull_task is not None:
             self.pull_task.cancel()

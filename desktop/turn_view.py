@@ -33,6 +33,7 @@ from desktop.rich import (
 from desktop.theme import Palette, Theme, icon
 from desktop.viewmodels import (
     EvidenceRequest,
+    SourceView,
     TurnView,
 )
 from desktop.widgets import WrapLabel
@@ -64,6 +65,14 @@ ASK_AGAIN_WARNINGS = {"incomplete", "llm_timeout", "llm_unavailable"}
 # header's model badge and each card's "no language model" badge). The same large box
 # on every answer buried the answers under it.
 ONCE_PER_CONVERSATION = {"llm_unavailable", "model_missing"}
+
+# Warnings said in a few words on the card, the whole message (the server's address, how
+# to start it) in the note's tooltip: the header's badge says it all along, and the full
+# sentences filled half of a card in a narrow window.
+SHORT_WARNINGS = {
+    # The card's badge already says the answer is quoted: the note says what to do.
+    "llm_unavailable": "Model server not running: start it and ask again.",
+}
 
 
 class _Bubble(WrapLabel):
@@ -101,6 +110,10 @@ class TurnWidget(QFrame):
         # Whether an earlier answer of the conversation already said a warning of this
         # kind (the conversation panel answers; alone, a card says everything).
         self.said_before: Callable[[str], bool] = lambda _kind: False
+        # The passages earlier answers of the conversation listed, as (path, start, end):
+        # a follow-up's retrieval carries the earlier question's words, so it finds them
+        # again; listed uncited under every follow-up they were noise.
+        self.earlier_sources: Callable[[], set[tuple[str, int, int]]] = set
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(8)
@@ -297,7 +310,11 @@ class TurnWidget(QFrame):
                     f"The model {self.turn.missing_model} is not installed, so these are "
                     "sentences quoted from your documents instead of a written answer."
                 )
-            text = WrapLabel(esc(message))
+            short = SHORT_WARNINGS.get(kind)
+            text = WrapLabel(esc(short or message))
+            if short:
+                text.setToolTip(message)
+                row.setToolTip(message)
             text.setObjectName("warningText" if strong else "adviceText")
             text.setWordWrap(True)
             text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -439,33 +456,76 @@ class TurnWidget(QFrame):
         else:
             row.addWidget(button, 0, Qt.AlignmentFlag.AlignLeft)
 
+    def shown_sources(self) -> list[list[SourceView]]:
+        """The sources the card lists, one entry per document with its passages in
+        number order; an uncited passage an earlier answer already listed is left out."""
+        turn = self.turn
+        final = bool(turn.mode)
+        cited = turn.cited_numbers
+        earlier = self.earlier_sources() if final else set()
+        documents: dict[str, list[SourceView]] = {}
+        for source in turn.sources:
+            carried = (source.path, source.start, source.end) in earlier
+            if final and carried and source.n not in cited:
+                continue
+            documents.setdefault(source.path, []).append(source)
+        return list(documents.values())
+
     def _sources(self, palette: Palette) -> None:
         turn = self.turn
-        if not turn.sources:
+        shown = self.shown_sources()
+        if not shown:
             self.sources_title.hide()
             self.sources.hide()
+            self.sources.setText("")
             return
         cited = turn.cited_numbers
         final = bool(turn.mode)
         rows = []
-        for source in turn.sources:
-            is_cited = source.n in cited or not final
-            color = palette.text if is_cited else palette.faint
-            chip_bg = palette.accent_soft if is_cited else palette.surface_alt
-            chip_fg = palette.accent if is_cited else palette.faint
-            extra = "" if is_cited else f' <span style="color:{palette.faint};">· not cited</span>'
-            if source.removed:
-                extra = f' <span style="color:{palette.faint};">· removed from the library</span>'
-            # The section says more than a title repeated on every row of one document;
-            # the file name after it still tells which document it is.
-            title = shorten(source.section or source.display_name, 64)
+        for passages in shown:
+            # Passages under one label (a section, or the title of a document without
+            # sections) share it: "1 6 Expense limits", not the label twice.
+            labels: dict[str, list[SourceView]] = {}
+            for source in passages:
+                labels.setdefault(source.section or source.display_name, []).append(source)
+            parts = []
+            for label, group in labels.items():
+                chips = []
+                for source in group:
+                    is_cited = source.n in cited or not final
+                    color = palette.text if is_cited else palette.faint
+                    chip_bg = palette.accent_soft if is_cited else palette.surface_alt
+                    chip_fg = palette.accent if is_cited else palette.faint
+                    chips.append(
+                        f'<a href="src:{source.n}" style="text-decoration:none; color:{color};">'
+                        f'<span style="background-color:{chip_bg}; color:{chip_fg}; '
+                        f'font-weight:600;">&#8202;{source.n}&#8202;</span></a>'
+                    )
+                first = group[0]
+                any_cited = any(g.n in cited for g in group) or not final
+                color = palette.text if any_cited else palette.faint
+                extra = (
+                    "" if any_cited else f' <span style="color:{palette.faint};">· not cited</span>'
+                )
+                if all(g.removed for g in group):
+                    extra = (
+                        f' <span style="color:{palette.faint};">· removed from the library</span>'
+                    )
+                # The section says more than a title repeated on every row of one document;
+                # the file name after it still tells which document it is.
+                title = shorten(label, 64 // len(labels) + 8)
+                parts.append(
+                    " ".join(chips)
+                    + f'&nbsp; <a href="src:{first.n}" style="text-decoration:none; '
+                    f'color:{color};">{esc(title)}</a>{extra}'
+                )
+            # One entry per document: its passages, then once where they are.
+            where = _where_of(passages)
             # Keep "file · p. 3" together: a page number alone on a line reads as noise.
-            where = esc(source.where).replace(" ", "&nbsp;").replace("-", "\u2011")
+            where_html = esc(where).replace(" ", "&nbsp;").replace("-", "\u2011")
             rows.append(
-                f'<a href="src:{source.n}" style="text-decoration:none; color:{color};">'
-                f'<span style="background-color:{chip_bg}; color:{chip_fg}; font-weight:600;">'
-                f"&#8202;{source.n}&#8202;</span>&nbsp; {esc(title)}"
-                f' <span style="color:{palette.faint};">—&nbsp;{where}</span></a>{extra}'
+                "; ".join(parts)
+                + f' <span style="color:{palette.faint};">—&nbsp;{where_html}</span>'
             )
         self.sources.setText("<br>".join(rows))
         self.sources_title.show()
@@ -534,3 +594,16 @@ class TurnWidget(QFrame):
         self.copy_button.setText("Copied")
         self._copied_timer.start(1500)
         return text
+
+
+def _where_of(passages: list[SourceView]) -> str:
+    """``file.pdf · p. 3`` for one passage; ``file.pdf · p. 1, p. 3`` for a document's
+    passages on different pages (each place once)."""
+    name = passages[0].file_name
+    places: list[str] = []
+    for source in passages:
+        where = source.where
+        place = where[len(name) + 3 :] if where.startswith(f"{name} · ") else ""
+        if place and place not in places:
+            places.append(place)
+    return f"{name} · {', '.join(places)}" if places else name

@@ -177,6 +177,9 @@ class WelcomeView(QScrollArea):
         while buttons.count():
             item = buttons.takeAt(0)
             if item.widget():
+                # Hidden at once: until the event loop deletes it, an old button was
+                # still drawn, stretched over the step.
+                item.widget().hide()
                 item.widget().deleteLater()
         for text, slot, primary in actions:
             button = QPushButton(text, objectName="primaryButton" if primary else "secondaryButton")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from core.records import Hit
+
 
 def drain(fd: int) -> str:
     """Whatever a non-blocking pipe holds right now."""
@@ -30,3 +32,22 @@ def write_files(folder: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
     return folder
+
+
+def text_hit(text: str, n: int = 1, *, path: str | None = None, score: float = 1.0) -> Hit:
+    """A retrieved plain-text passage ``n`` (its whole document), for tests of what is
+    built from hits (prompts, citations, scores) without a library."""
+    return Hit(
+        chunk_id=n,
+        document_id=n,
+        path=path or f"/docs/source-{n}.txt",
+        title=f"Source {n}",
+        type="txt",
+        text=text,
+        start=0,
+        end=len(text),
+        page=None,
+        page_end=None,
+        heading_path=(),
+        score=score,
+    )

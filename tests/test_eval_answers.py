@@ -25,6 +25,7 @@ from core.generation.citations import REFUSAL
 from core.qa import DoneEvent
 from core.records import Citation, Hit, Span
 from tests.fake_ollama import FakeOllama
+from tests.helpers import text_hit
 
 GLACIER = (
     "Stakes drilled into the ice cap show that the Morteratsch glacier retreated "
@@ -33,20 +34,7 @@ GLACIER = (
 
 
 def _hit(path: str, text: str) -> Hit:
-    return Hit(
-        chunk_id=1,
-        document_id=1,
-        path=path,
-        title="",
-        type="txt",
-        text=text,
-        start=0,
-        end=len(text),
-        page=None,
-        page_end=None,
-        heading_path=(),
-        score=1.0,
-    )
+    return text_hit(text, path=path)
 
 
 def _citation(hit: Hit, quote: str, sentence: str) -> Citation:

@@ -23,6 +23,7 @@ from core.ingest.html import parse_html
 from core.library import Library
 from core.records import Hit
 from tests.fake_ollama import FakeOllama
+from tests.helpers import text_hit
 
 REPO = Path(__file__).resolve().parents[1]
 BAD_ADDRESSES = ("127.0.0.1:abc", "http://[::1", "127.0.0.1:99999")
@@ -458,20 +459,7 @@ def test_blank_look_alikes_are_stripped() -> None:
 
 
 def _hit(text: str, chunk_id: int = 1) -> Hit:
-    return Hit(
-        chunk_id=chunk_id,
-        document_id=chunk_id,
-        path=f"/docs/note{chunk_id}.txt",
-        title=f"Note {chunk_id}",
-        type="txt",
-        text=text,
-        start=0,
-        end=len(text),
-        page=None,
-        page_end=None,
-        heading_path=(),
-        score=1.0,
-    )
+    return text_hit(text, chunk_id)
 
 
 def test_delimiter_look_alikes_in_source_text_cannot_close_the_block() -> None:

@@ -703,3 +703,45 @@ def test_pool_works_from_a_script_without_a_main_guard(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Expense limits - quick reference"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix", reason="POSIX")
+def test_a_reader_stopped_by_a_signal_leaves_its_file_unread_not_failed(
+    tmp_path: Path, library
+) -> None:
+    """A service stop signals the whole process group; when the reader's death is seen
+    before this process's own handler runs, the file was marked failed ("reading was
+    stopped") and, unchanged on disk, never read again. Now the run stops there and the
+    file is read by the next one."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(40):
+        (folder / f"note-{i:02d}.md").write_text(
+            f"# Note {i}\n\n" + "A line about the harbour and its ferries. " * 200,
+            encoding="utf-8",
+        )
+    killed: list[int] = []
+
+    def kill_the_reader() -> None:
+        me = psutil.Process()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            for child in me.children(recursive=True):
+                try:
+                    os.kill(child.pid, signal.SIGTERM)
+                    killed.append(child.pid)
+                except ProcessLookupError:
+                    continue
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=kill_the_reader)
+    killer.start()
+    report = library.index([folder])
+    killer.join()
+    assert killed
+    assert report.failed == 0, report.failures
+    counts = library.status()["counts"]
+    assert counts["failed"] == 0
+    again = library.index([folder])
+    assert again.failed == 0
+    assert library.status()["counts"]["indexed"] == 40

@@ -24,7 +24,12 @@ def write_pdf(path: Path, lines: list[tuple[float, str]], title: str | None = No
         y -= size * 1.6
         escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
         ops.append(f"BT /F1 {size:g} Tf 72 {y:.1f} Td ({escaped}) Tj ET")
-    content = "\n".join(ops).encode("latin-1")
+    return write_content(path, "\n".join(ops), title)
+
+
+def write_content(path: Path, stream: str, title: str | None = None) -> Path:
+    """A one-page PDF drawing ``stream`` (content-stream operators) in Helvetica as /F1."""
+    content = stream.encode("latin-1")
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
@@ -118,9 +123,9 @@ def test_a_poor_first_line_gives_way_to_the_largest_text_on_page_one() -> None:
     if not PDFS.is_dir():
         pytest.skip(f"shared PDF set not found at {PDFS}")
     react = pdf.parse(PDFS / "arxiv-react-paper.pdf")
-    # The first line alone is "REAC T : SYNERGIZING REASONING AND ACTING IN": the title
+    # The first line alone is "REACT: SYNERGIZING REASONING AND ACTING IN": the title
     # runs over two lines of the largest type, without the arXiv stamp in the margin.
-    assert react.title == "REAC T: SYNERGIZING REASONING AND ACTING IN LANGUAGE MODELS"
+    assert react.title == "REACT: SYNERGIZING REASONING AND ACTING IN LANGUAGE MODELS"
     assert heading_paths(react, "chain-of-thought")[:1] in (("ABSTRACT",), ("1 INTRODUCTION",))
     headings = [react.text[b.start : b.end] for b in react.blocks if b.kind is BlockKind.HEADING]
     assert "1 INTRODUCTION" in headings and "ABSTRACT" in headings
@@ -128,3 +133,44 @@ def test_a_poor_first_line_gives_way_to_the_largest_text_on_page_one() -> None:
     thesis = pdf.parse(PDFS / "geotopo-german-thesis.pdf")
     assert thesis.title == "Geometrie und Topologie"  # metadata
     assert any(b.heading_path[:1] == ("Vorwort",) for b in thesis.blocks)
+
+
+# Faux small capitals: capitals at 20 pt, the lowercase letters as capitals at 16 pt, with
+# letter-spacing kerns; the kern between "C" and "T" passes pypdf's word-gap threshold
+# as in the ReAct paper ("[(C)-150(T)]TJ" there gave "REAC T").
+SMALL_CAPS = (
+    "BT /F1 20 Tf 72 700 Td [(R)]TJ /F1 16 Tf [(E)]TJ /F1 20 Tf [(A)]TJ "
+    "/F1 16 Tf [(C)-400(T)]TJ /F1 20 Tf [(:)-600(S)]TJ /F1 16 Tf [(YNERGY)-600(AND)]TJ "
+    "/F1 16 Tf [( A)]TJ /F1 20 Tf [( P)]TJ /F1 16 Tf [(LAN)]TJ ET"
+)
+# A title beside a table's column heads on the same baseline, in much smaller type.
+BESIDE_A_TABLE = (
+    "BT /F1 20 Tf 72 640 Td (Background Checks November - 2015) Tj "
+    "/F1 7 Tf 330 0 Td (Pre-Pawn Redemption Returned) Tj ET"
+)
+BODY_STREAM = "\n".join(
+    f"BT /F1 10 Tf 72 {560 - 16 * n} Td ({text}) Tj ET" for n, (_, text) in enumerate(BODY)
+)
+
+
+def test_small_capitals_keep_their_words_whole_in_the_title(tmp_path: Path) -> None:
+    doc = pdf.parse(write_content(tmp_path / "paper.pdf", SMALL_CAPS + "\n" + BODY_STREAM))
+    # Not "REAC T: SYNERGY AND A PLAN": the lone small "T" ends "REAC"; "A" is a word.
+    assert doc.title == "REACT: SYNERGY AND A PLAN"
+    assert "REACT" in doc.text
+
+
+def test_smaller_text_on_the_title_line_is_not_part_of_the_title(tmp_path: Path) -> None:
+    doc = pdf.parse(write_content(tmp_path / "checks.pdf", BESIDE_A_TABLE + "\n" + BODY_STREAM))
+    # Not "Background Checks November - 2015Pre-Pawn Redemption Returned".
+    assert doc.title == "Background Checks November - 2015"
+    assert "Pre-Pawn Redemption" in doc.text  # still read, as text of the page
+
+
+def test_the_shared_set_gives_no_run_together_or_gapped_titles() -> None:
+    if not PDFS.is_dir():
+        pytest.skip(f"shared PDF set not found at {PDFS}")
+    nics = pdf.parse(PDFS / "table-nics-background-checks.pdf")
+    assert nics.title == "NICS Firearm Background Checks November - 2015"
+    register = pdf.parse(PDFS / "three-column-federal-register.pdf")
+    assert register.title == "Proposed Rules"  # not with the 8 pt masthead beside it

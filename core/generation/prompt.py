@@ -150,9 +150,39 @@ SYSTEM_MESSAGE = (
 )
 
 
-def system_message(tag: str | None = None) -> str:
-    """The instructions; the same text whatever the request (``tag`` is not in it)."""
+# Said only with ``prefer_newest``: which source wins when two disagree.
+NEWEST_RULE = (
+    "7. When sources disagree, prefer the one with the latest date and say that an older "
+    "source said otherwise."
+)
+
+
+@dataclass(frozen=True)
+class PromptChoices:
+    """How the sources are laid out; each choice is decided by bench/prompt_choices.py."""
+
+    # [1] is always the most relevant; where it stands: "relevance" in rank order, "edges"
+    # the best at the start and the end (models are said to read the middle of a long
+    # prompt least).
+    order: str = "relevance"  # one of core.config.SOURCE_ORDERS
+    dates: bool = True  # each source's file date in its marker
+    prefer_newest: bool = False  # NEWEST_RULE in the instructions
+
+
+def system_message(choices: PromptChoices | None = None) -> str:
+    """The instructions: the same text for every request with the same choices (the
+    request tag is not in it), so a server's prompt cache keeps it."""
+    if choices is not None and choices.prefer_newest:
+        return f"{SYSTEM_MESSAGE}\n{NEWEST_RULE}"
     return SYSTEM_MESSAGE
+
+
+def layout(count: int, order: str) -> list[int]:
+    """The positions of sources 1..count in the prompt, as 0-based indexes in rank order.
+    "edges": 1, 3, 5, ... then ..., 6, 4, 2, so the best two open and close the list."""
+    if order == "edges":
+        return list(range(0, count, 2)) + list(range(1, count, 2))[::-1]
+    return list(range(count))
 
 
 def source_block(n: int, hit: Hit, tag: str, date: str | None = None) -> str:
@@ -173,18 +203,29 @@ def source_block(n: int, hit: Hit, tag: str, date: str | None = None) -> str:
 
 
 def build_messages(
-    question: str, hits: Sequence[Hit], tag: str, dates: Mapping[str, str] | None = None
+    question: str,
+    hits: Sequence[Hit],
+    tag: str,
+    dates: Mapping[str, str] | None = None,
+    choices: PromptChoices | None = None,
 ) -> list[dict[str, str]]:
-    """System instructions, then the sources ([1] = most relevant) and the question."""
+    """System instructions, then the sources ([1] = most relevant, placed as ``choices``
+    says) and the question."""
+    choices = choices or PromptChoices()
+    shown = dates if choices.dates else None
     blocks = [
-        source_block(i, hit, tag, (dates or {}).get(hit.path)) for i, hit in enumerate(hits, 1)
+        source_block(i + 1, hits[i], tag, (shown or {}).get(hits[i].path))
+        for i in layout(len(hits), choices.order)
     ]
     user = (
         f"Request tag: {tag}\n\nSources:\n\n"
         + "\n\n".join(blocks)
         + f"\n\nQuestion: {_scrub(question, tag).strip()}"
     )
-    return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": user}]
+    return [
+        {"role": "system", "content": system_message(choices)},
+        {"role": "user", "content": user},
+    ]
 
 
 def estimate_tokens(text: str) -> int:
@@ -227,6 +268,7 @@ def fit_prompt(
     answer_tokens: int = ANSWER_TOKENS,
     assumed_context: int = ASSUMED_CONTEXT,
     tag: str | None = None,
+    choices: PromptChoices | None = None,
 ) -> Prompt:
     """Build the prompt, dropping the least relevant sources until it fits.
 
@@ -237,7 +279,7 @@ def fit_prompt(
     kept = list(hits)
     dropped: list[Hit] = []
     while True:
-        messages = build_messages(question, kept, tag, dates)
+        messages = build_messages(question, kept, tag, dates, choices)
         estimate = estimate_messages(messages)
         if limit is None or estimate + answer_tokens <= limit:
             break

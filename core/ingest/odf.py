@@ -14,6 +14,7 @@ from typing import Any
 
 from core.errors import DamagedFileError, EncryptedError
 from core.ingest.bounds import Composer, iter_xml, open_package, read_xml
+from core.ingest.pptx import SPEAKER_NOTES
 from core.ingest.tables import CellBudget, add_sheet, cell_text, sheet_notice
 from core.ingest.text import clean_inline, sensible_title
 from core.records import BlockKind, ParsedDocument
@@ -252,9 +253,13 @@ def _presentation(composer: Composer, body: Any) -> int:
             composer.add(BlockKind.PARAGRAPH, text, path, number)
         for table in page.iter(_TABLE):
             composer.add(BlockKind.TABLE, _table_text(table), path, number)
-        if notes is not None:
-            for node in _paragraphs(notes):
-                composer.add(BlockKind.PARAGRAPH, _inline(node), (*path, "Notes"), number)
+        said = [_inline(node) for node in _paragraphs(notes)] if notes is not None else []
+        if any(map(str.strip, said)):
+            # Labelled in the text, as in .pptx: notes are not words on the slide.
+            notes_path = (*path, SPEAKER_NOTES)
+            composer.add(BlockKind.HEADING, SPEAKER_NOTES, notes_path, number)
+            for text in said:
+                composer.add(BlockKind.PARAGRAPH, text, notes_path, number)
     return count
 
 

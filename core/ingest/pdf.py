@@ -19,7 +19,7 @@ import io
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,8 @@ class _Page:
     sizes: list[float]  # type size of each line of ``text`` (0.0 where unknown)
     from_ocr: bool = False
     words: tuple[tuple[int, int, float, float, float, float], ...] = ()  # page offsets, box
+    # Lines that also hold smaller text: the words set in the line's own size.
+    large: dict[int, str] = field(default_factory=dict)
 
 
 def _effective_size(cm: Sequence[float], tm: Sequence[float], font_size: float) -> float:
@@ -132,8 +134,9 @@ def _line_size(counts: collections.Counter[float]) -> float:
     return round(2 * max(size for size, n in counts.items() if n >= 0.1 * total)) / 2
 
 
-def _extract(page: PageObject) -> tuple[str, list[float]]:
-    """The page's normalised text and the type size of each of its lines."""
+def _extract(page: PageObject) -> tuple[str, list[float], dict[int, str]]:
+    """The page's normalised text, the type size of each of its lines, and for lines
+    that also hold smaller text, the words set in the line's own size (by line number)."""
     runs: list[tuple[str, float]] = []
 
     def visit(text: str, cm: Any, tm: Any, _font: Any, font_size: Any) -> None:
@@ -154,24 +157,87 @@ def _extract(page: PageObject) -> tuple[str, list[float]]:
             continue
         char_sizes[at : at + len(text)] = [size] * len(text)
         pos = at + len(text)
-    raw_sizes: dict[str, list[float]] = collections.defaultdict(list)
+    raw, char_sizes = _close_small_caps_gaps(raw, char_sizes)
+    raw_sizes: dict[str, list[tuple[float, str]]] = collections.defaultdict(list)
     at = 0
     for raw_line in raw.split("\n"):
+        line_sizes = char_sizes[at : at + len(raw_line)]
         counts: collections.Counter[float] = collections.Counter(
             size
-            for ch, size in zip(raw_line, char_sizes[at : at + len(raw_line)], strict=False)
+            for ch, size in zip(raw_line, line_sizes, strict=False)
             if size > 0 and not ch.isspace()
         )
         at += len(raw_line) + 1
         key = normalize(raw_line)
         if key:
-            raw_sizes[key].append(_line_size(counts))
+            size = _line_size(counts)
+            raw_sizes[key].append((size, _set_in(raw_line, line_sizes, size)))
     text = normalize(raw)
     sizes = []
-    for line in text.split("\n"):
+    large: dict[int, str] = {}
+    for n, line in enumerate(text.split("\n")):
         found = raw_sizes.get(line.strip())
-        sizes.append(found.pop(0) if found else 0.0)
-    return text, sizes
+        size, own = found.pop(0) if found else (0.0, "")
+        sizes.append(size)
+        if own and own != clean_inline(line):
+            large[n] = own
+    return text, sizes, large
+
+
+# A space between a letter and a lone letter (a word of one letter).
+_LONE_LETTER = re.compile(r"(?<=[^\W\d_]) [^\W\d_](?!\w)")
+
+
+def _close_small_caps_gaps(raw: str, sizes: list[float]) -> tuple[str, list[float]]:
+    """``raw`` without the spaces pypdf put inside words set in small capitals.
+
+    Faux small capitals are capitals in two sizes ("R" large, "EACT" smaller), and their
+    letter-spacing kerns can pass pypdf's word-gap threshold: "REAC T". A smaller-size
+    capital standing alone between such a space and the end of its word was a lowercase
+    letter in the source, and the only lowercase word of one letter is "a", so any other
+    is the end of the word before it."""
+    drop: list[int] = []
+    n = len(raw)
+    for match in _LONE_LETTER.finditer(raw):
+        i = match.start()
+        if not (raw[i - 1].isupper() and raw[i + 1].isupper()) or raw[i + 1] == "A":
+            continue
+        small = sizes[i + 1]
+        if small <= 0 or sizes[i - 1] != small:
+            continue
+        # Capitals of the larger size on the same line: it is set in small capitals.
+        start = raw.rfind("\n", 0, i) + 1
+        end = raw.find("\n", i)
+        end = n if end < 0 else end
+        larger = [
+            s
+            for ch, s in zip(raw[start:end], sizes[start:end], strict=False)
+            if ch.isupper() and s > small
+        ]
+        if larger and 0.6 <= small / max(larger) <= 0.9:
+            drop.append(i)
+    if not drop:
+        return raw, sizes
+    gone = set(drop)
+    return (
+        "".join(ch for i, ch in enumerate(raw) if i not in gone),
+        [s for i, s in enumerate(sizes) if i not in gone],
+    )
+
+
+def _set_in(line: str, sizes: Sequence[float], size: float) -> str:
+    """The words of ``line`` set in its own type size (small capitals included), without
+    smaller text that the page has on the same baseline: a table's column heads beside a
+    report's title ("November - 2015Pre-Pawn Redemption ...")."""
+    if size <= 0 or min((s for s in sizes if s > 0), default=size) >= 0.6 * size:
+        return ""
+    kept = []
+    for ch, s in zip(line, sizes, strict=False):
+        if s <= 0 or s >= 0.6 * size:
+            kept.append(ch)
+        elif kept and kept[-1] != " ":
+            kept.append(" ")
+    return clean_inline("".join(kept))
 
 
 def _draws_image(page: PageObject, depth: int = 0) -> bool:
@@ -266,7 +332,7 @@ def _read(path: Path) -> _Read:
     for index in range(page_count):
         try:
             page = pages[index]
-            text, sizes = _extract(page)
+            text, sizes, large = _extract(page)
         except MemoryError:
             raise
         except Exception as exc:
@@ -280,7 +346,7 @@ def _read(path: Path) -> _Read:
             if _draws_image(page):
                 images.add(index + 1)
         if text:
-            read.append(_Page(index + 1, text, sizes))
+            read.append(_Page(index + 1, text, sizes, large=large))
     if failures == page_count and last_error is not None:
         raise DamagedFileError(f"damaged PDF: {_short_cause(last_error)}")
     return _Read(reader, page_count, read, blank, images)
@@ -361,7 +427,8 @@ def _largest_text(page: _Page, body: float) -> tuple[str, set[int]]:
                 break
         elif picked:
             break
-    title = _SPACE_BEFORE_PUNCT.sub(r"\1", clean_inline(" ".join(lines[i] for i in picked)))
+    words = " ".join(page.large.get(i, lines[i]) for i in picked)
+    title = _SPACE_BEFORE_PUNCT.sub(r"\1", clean_inline(words))
     if not (3 <= len(title) <= 200 and _mostly_letters(title) and len(title.split()) <= 25):
         return "", set()
     return title, set(picked)

@@ -18,6 +18,9 @@ from core.ingest.bounds import Composer, open_package, read_xml
 from core.ingest.text import clean_inline, sensible_title
 from core.records import BlockKind, ParsedDocument
 
+# The heading over a slide's speaker notes (also for .odp, core/ingest/odf.py).
+SPEAKER_NOTES = "Speaker notes"
+
 _WHAT = "PowerPoint file"
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
@@ -131,8 +134,13 @@ def _slide(composer: Composer, slide: Any, number: int, notes: Any | None) -> No
     composer.add(BlockKind.HEADING, heading, path, number)
     for kind, text in bodies:
         composer.add(kind, text, path, number)
-    for text in notes_text:
-        composer.add(BlockKind.PARAGRAPH, text, (*path, "Notes"), number)
+    if any(map(str.strip, notes_text)):
+        # Said in the text, not only in the heading path: shown or quoted, the notes
+        # must not read as words on the slide.
+        notes_path = (*path, SPEAKER_NOTES)
+        composer.add(BlockKind.HEADING, SPEAKER_NOTES, notes_path, number)
+        for text in notes_text:
+            composer.add(BlockKind.PARAGRAPH, text, notes_path, number)
 
 
 def parse(path: Path) -> ParsedDocument:

@@ -40,7 +40,13 @@ from types import TracebackType
 from typing import Any
 
 from core import errors
-from core.errors import DamagedFileError, LecternError, ParseError, ParseLimitError
+from core.errors import (
+    DamagedFileError,
+    LecternError,
+    ParseError,
+    ParseLimitError,
+    ReadingStoppedError,
+)
 from core.ingest.ocr import OcrOptions
 from core.ingest.registry import parse_file
 from core.records import ParsedDocument
@@ -179,7 +185,10 @@ def _worker_main(conn: Connection, memory_mb: int, kind: str = "parse") -> None:
         except (EOFError, OSError):
             return
         if request[0] not in ("parse", "ocr"):
-            return
+            # A stop: nothing here to keep, and the interpreter's orderly end (its parser
+            # libraries' teardown) took a good part of a second that closing the app
+            # waited for (ParserPool.close joins this process).
+            os._exit(0)
         reply: tuple[Any, ...]
         try:
             if request[0] == "ocr":
@@ -468,9 +477,7 @@ class ParserPool:
                 # Stopped from outside while it started (a service stop signals the
                 # whole process group; Lectern closing): not a fault of the file or
                 # of the installation.
-                raise ParseError(
-                    "reading was stopped", hint="Lectern was closing; it reads it next time."
-                ) from exc
+                raise ReadingStoppedError("reading was stopped") from exc
             raise LecternError(
                 f"the document reader process could not start ({type(exc).__name__})",
                 hint="Reinstall Lectern; if it persists, report this as a bug.",
@@ -516,9 +523,7 @@ class ParserPool:
         if self._closing or (_stopped_by_signal(exitcode) and exitcode != -(_SIGKILL or 0)):
             # Lectern closing, or a stop signal to the whole process group (a service
             # stop, a terminal closed): the file is not at fault.
-            raise ParseError(
-                "reading was stopped", hint="Lectern was closing; it reads it next time."
-            )
+            raise ReadingStoppedError("reading was stopped")
         if _SIGKILL is not None and exitcode == -_SIGKILL:
             # Nobody here killed it, so it was the system's out-of-memory killer.
             raise memory_limit_error(self.memory_mb)

@@ -273,6 +273,52 @@ class DocumentStore:
         )
         return {s.value: int(by_state.get(s.value, 0)) for s in DocState}, int(row[0] if row else 0)
 
+    def sample_chunk_texts(self, size: int, seed: int = 7) -> list[str]:
+        """Up to ``size`` passages' texts, the same sample each time while the chunks do
+        not change (a repeatable reservoir sample)."""
+        rows = (
+            self.db.cursor()
+            .execute(
+                f"SELECT text FROM chunks USING SAMPLE reservoir({int(size)} ROWS) "
+                f"REPEATABLE ({int(seed)})"
+            )
+            .fetchall()
+        )
+        return [row[0] for row in rows if row[0]]
+
+    def sample_chunks(
+        self, size: int, seed: int = 7, min_chars: int = 80
+    ) -> list[tuple[int, int, str]]:
+        """Up to ``size`` (chunk id, document id, text) of passages of at least
+        ``min_chars``, a repeatable sample while the chunks do not change."""
+        rows = (
+            self.db.cursor()
+            .execute(
+                "SELECT id, document_id, text FROM (SELECT id, document_id, text FROM chunks "
+                "WHERE strlen(text) >= ?) "
+                f"USING SAMPLE reservoir({int(size)} ROWS) REPEATABLE ({int(seed)})",
+                [int(min_chars)],
+            )
+            .fetchall()
+        )
+        return sorted((int(c), int(d), str(t)) for c, d, t in rows)
+
+    def chunk_places(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, int, int]]:
+        """Each chunk's file and character range in the file's text."""
+        if not chunk_ids:
+            return {}
+        rows = (
+            self.db.cursor()
+            .execute(
+                "SELECT c.id, d.path, c.start_char, c.end_char FROM chunks c "
+                "JOIN documents d ON d.id = c.document_id "
+                "WHERE c.id IN (SELECT unnest(?::BIGINT[]))",
+                [list(chunk_ids)],
+            )
+            .fetchall()
+        )
+        return {int(c): (disk_path(str(p)), int(a), int(b)) for c, p, a, b in rows}
+
     def set_index_config(self, meta: dict[str, str], *, drop_chunks: bool) -> None:
         """Write the index configuration ``meta``; with ``drop_chunks`` (the embedding model
         or the chunker changed) every chunk and text goes in the same transaction and every

@@ -2,7 +2,10 @@
 
 Run under a virtual X server so the window is drawn as on a desktop:
 
-    xvfb-run -s "-screen 0 1400x900x24" .venv/bin/python docs/screenshots/make_screenshots.py [--only 10]
+    xvfb-run -s "-screen 0 1600x1000x24" .venv/bin/python docs/screenshots/make_screenshots.py [--only 10]
+
+(or with ``QT_QPA_PLATFORM=offscreen`` where there is no X server). The window is shot at
+1440x900; the shots named ``*-1024x700.png`` at 1024x700.
 
 Everything is real (model, index, files) except the LLM, which is the test suite's fake
 Ollama server answering with sentences copied from the retrieved sources, as a grounded
@@ -33,6 +36,8 @@ from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from tests.fake_ollama import FakeOllama, Messages, unused_port  # noqa: E402
 
+SIZE = (1440, 900)  # the window of most shots
+SMALL = (1024, 700)  # the small window of the *-1024x700 shots
 BOUNDARY = re.compile(r"(?<=[.!?])\s+")
 # A source header is one line; its attributes may contain ">" (section="A > B").
 SOURCE = re.compile(
@@ -75,6 +80,19 @@ def grounded(keywords: list[str], count: int = 3) -> Callable[[Messages], str]:
         return " ".join(parts) or "The documents do not contain the answer to this question."
 
     return answer
+
+
+def ask_and_open_pdf_citation(window: Any, wait: Callable[..., bool]) -> None:
+    """Send the typed question, wait for the answer, open its first PDF citation."""
+    panel = window.conversation
+    panel.submit()
+    wait(lambda: not panel.busy, 120)
+    turn = panel.last_turn()
+    if turn is not None:
+        pdf = next((c for c in turn.turn.citations if c.source and c.source.type == "pdf"), None)
+        if pdf is not None:
+            turn.open_citation(pdf.n)
+            wait(lambda: window.evidence.mode in ("pdf", "text", "message"))
 
 
 def scene_indexing_settings(
@@ -159,14 +177,7 @@ def scene_long_claim(
     panel.input.setPlainText(
         "What was the basis for the revised pilot procedures in the FAA's emergency AD?"
     )
-    panel.submit()
-    wait(lambda: not panel.busy, 120)
-    turn = panel.last_turn()
-    if turn is not None:
-        pdf = next((c for c in turn.turn.citations if c.source and c.source.type == "pdf"), None)
-        if pdf is not None:
-            turn.open_citation(pdf.n)
-            wait(lambda: window.evidence.mode in ("pdf", "text", "message"))
+    ask_and_open_pdf_citation(window, wait)
     shot(window, "16-long-claim-pdf.png")
     window.close()
 
@@ -181,7 +192,7 @@ def scene_small_window(
     wrap or elide, nothing is cut."""
     fake.answer = grounded(["home office", "allowance", "calendar year"], 2)
     window = open_window(fake.url)
-    window.resize(1024, 700)
+    window.resize(*SMALL)
     panel = window.conversation
     panel.input.setPlainText(
         "How much is the home office allowance per calendar year, and what may it be spent on?"
@@ -221,6 +232,87 @@ def scene_download_in_place(
             turn.download.cancel()
         wait(lambda: turn.download is None or not turn.download.running, 30)
         fake.pull_delay_s = 0.0
+    window.close()
+
+
+def scene_no_model_small(
+    open_window: Callable[[str], Any],
+    shot: Callable[[QWidget, str], None],
+    wait: Callable[..., bool],
+) -> None:
+    """No model server, at 1024x700: the badge says "No model" in words, the answer says
+    it in a short note (once in a conversation), the hint under the box is whole."""
+    from tests.fake_ollama import unused_port
+
+    window = open_window(f"http://127.0.0.1:{unused_port()}")
+    window.resize(*SMALL)
+    panel = window.conversation
+    panel.input.setPlainText("How much is mileage reimbursed for a private car?")
+    panel.submit()
+    wait(lambda: not panel.busy, 120)
+    turn = panel.last_turn()
+    if turn is not None and turn.turn.citations:
+        turn.open_citation(turn.turn.citations[0].n)
+        wait(lambda: window.evidence.mode in ("pdf", "text", "message"))
+    shot(window, "20-no-model-1024x700.png")
+    window.close()
+
+
+def scene_pdf_line_small(
+    open_window: Callable[[str], Any],
+    shot: Callable[[QWidget, str], None],
+    wait: Callable[..., bool],
+    fake: FakeOllama,
+) -> None:
+    """A PDF citation that starts mid-line, at 1024x700: the zoom fits the whole line
+    ("company password manager. Passwords are never shared…"), not only the sentence."""
+    fake.answer = grounded(["never shared", "not even with IT"], 1)
+    window = open_window(fake.url)
+    window.resize(*SMALL)
+    panel = window.conversation
+    panel.input.setPlainText("May I share my password with IT?")
+    ask_and_open_pdf_citation(window, wait)
+    shot(window, "21-pdf-whole-line-1024x700.png")
+    window.close()
+
+
+def scene_five_folders(
+    open_window: Callable[[str], Any],
+    shot: Callable[[QWidget, str], None],
+    wait: Callable[..., bool],
+    url: str,
+    docs: Path,
+) -> None:
+    """Five folders in the library at 1440x900: each whole, with its counts."""
+    more = {
+        "Meeting notes": {
+            "2024-03-board.md": "# Board meeting, March\n\nThe board approved the new "
+            "travel budget and asked for a review of the on-call rota.\n",
+            "2024-04-team.txt": "Team meeting, April. We agreed to move the release to May "
+            "and to retire the old status page.\n",
+        },
+        "Contracts": {
+            "cleaning-services.txt": "The cleaning contract runs for two years and can be "
+            "ended with three months' notice by either party.\n",
+        },
+        "Recipes": {
+            "bread.md": "# Sourdough\n\nFeed the starter the night before; bake at 240 °C "
+            "for 20 minutes with steam, then 25 minutes without.\n",
+        },
+    }
+    added = []
+    for name, files in more.items():
+        folder = docs / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for file, text in files.items():
+            (folder / file).write_text(text, encoding="utf-8")
+        added.append(str(folder))
+    window = open_window(url)
+    window.handle_drop(added)
+    wait(lambda: len(window.library._rows) >= 5, 60)
+    wait(lambda: not window.backend.indexing, 300)
+    wait(lambda: False, 1.0)  # the last counts painted
+    shot(window, "22-library-five-folders.png")
     window.close()
 
 
@@ -357,7 +449,7 @@ def main() -> int:
         backend = Backend(Settings(home=home, llm_url=url, llm_model=model), embedder=embedder)
         qsettings = QSettings(str(work / "ui.ini"), QSettings.Format.IniFormat)
         window = MainWindow(backend, theme, qsettings)
-        window.resize(1360, 860)
+        window.resize(*SIZE)
         window.show()
         window.focus_question()
         backend.start()
@@ -383,12 +475,21 @@ def main() -> int:
 
     # 2. Folders dropped: indexing with progress, rate and time left.
     window.handle_drop([str(research), str(handbook)])
+
+    # Mid-run: a quarter of the way or more, the bar and its title saying the same share.
+    def indexed_any() -> bool:
+        snapshot = window.backend.snapshot
+        return bool(snapshot and snapshot.documents) and not window.backend.indexing
+
     wait(
         lambda: (
-            window.library.progress_card.isVisible()
-            and window.library.progress_bar.maximum() > 0
-            and window.library.progress_bar.value() >= 2
-        ),
+            (
+                window.library.progress_card.isVisible()
+                and window.library.progress_bar.maximum() > 0
+                and window.library.progress_bar.value() >= 250
+            )
+            or indexed_any()
+        ),  # done before a look at it: shoot what there is
         300,
     )
     shot(window, "02-indexing.png")
@@ -446,7 +547,9 @@ def main() -> int:
     window.conversation.input.setPlainText("severity levels response time")
     window.conversation.submit()
     wait(lambda: not window.conversation.busy)
-    results = window.conversation.items[-1]
+    # The Search tab's own list (not the transcript), headed "Search", best result first.
+    results = window.conversation.search_results
+    wait(lambda: results is not None and not results.loading, 60)
     cards = getattr(results, "cards", [])
     if cards:
         cards[0].clicked.emit()
@@ -532,6 +635,15 @@ def main() -> int:
 
     # 18. A missing model downloaded from the answer's own note.
     scene_download_in_place(open_window, shot, wait, fake)
+
+    # 20. No model server, at 1024x700: said in words, once.
+    scene_no_model_small(open_window, shot, wait)
+
+    # 21. A PDF citation's whole line, at 1024x700.
+    scene_pdf_line_small(open_window, shot, wait, fake)
+
+    # 22. Five folders in the library (last: the other shots keep the two folders).
+    scene_five_folders(open_window, shot, wait, fake.url, docs)
 
     fake.stop()
     shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,148 @@
+"""Does `lectern eval --library` tell the truth? Its self-made figures beside real qrels.
+
+For each corpus, indexed as a folder through the whole engine: the real judgements'
+nDCG@10 per mode (``lectern eval --beir``'s own code) beside the library check's
+recall@10 per mode (core/eval_library.py, questions made without a model), with each
+embedding model where it is measured. The check is useful when it ranks the modes and
+the models in the same order as the real judgements; ``agree`` says whether it does.
+
+Corpora: squad-small (English), the German and Russian sets written for Lectern
+(bench/retrieval_multilingual.py, with the same distractors), SciFact test (English,
+5,183 abstracts: default model only, as indexing it with the multilingual model takes
+long on 2 cores), and the sample documents (no judgements: the check alone).
+
+Usage: .venv/bin/python bench/library_check.py [--skip-scifact]
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.retrieval_multilingual import write_beir  # noqa: E402
+from core.config import Settings  # noqa: E402
+from core.embedding import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID  # noqa: E402
+from core.eval import evaluate  # noqa: E402
+from core.eval_library import DEPTH, check_library  # noqa: E402
+from core.library import Library  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+MODES = ("hybrid", "bm25", "dense")
+RECALL = f"recall@{DEPTH}"
+
+
+def _order(scores: dict[str, float]) -> list[str]:
+    return sorted(scores, key=lambda k: -scores[k])
+
+
+def _check(home: Path, compare: bool) -> dict[str, Any]:
+    """The library check on the library in ``home`` (its kept question set, made on the
+    first model's run, is reused by the second)."""
+    with Library(Settings(home=home)) as library:
+        return check_library(library, compare=compare)
+
+
+def run_set(name: str, beir: Path, scratch: Path, models: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {"qrels": {}, "check": {}, "check_mrr": {}}
+    # One scratch library for both models (the second re-embeds it, as a switch does),
+    # so the kept question set's files are the same files.
+    root = scratch / name
+    for model in models:
+        t0 = time.monotonic()
+        settings = Settings(home=scratch / "home", embedding_model=model)
+        summary = evaluate(beir, modes=MODES, settings=settings, scratch=root)
+        by_mode = summary["by_mode"]
+        assert isinstance(by_mode, dict)
+        out["qrels"][model] = {m: by_mode[m]["ndcg@10"] for m in MODES}
+        report = _check(root / "home", compare=len(models) == 1)
+        out["check"][model] = {m: report["modes"][m][RECALL] for m in MODES}
+        out["check_mrr"][model] = {m: report["modes"][m][f"mrr@{DEPTH}"] for m in MODES}
+        if "models" in report:
+            out["check_scratch_models"] = {
+                k: v["hybrid"][RECALL] for k, v in report["models"].items() if isinstance(v, dict)
+            }
+        out["questions"] = report["questions"]
+        out["lines"] = report["lines"]
+        print(f"{name} / {model}: {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    # Recall@10 saturates on easy sets; the order is read from MRR@10 beside nDCG@10.
+    out["modes_order"] = {
+        model: {"qrels": _order(out["qrels"][model]), "check": _order(out["check_mrr"][model])}
+        for model in models
+    }
+    out["modes_agree"] = {
+        model: order["qrels"] == order["check"] for model, order in out["modes_order"].items()
+    }
+    if len(models) == 2:
+        # The model changes meaning search (keyword search is the same with either), so
+        # the verdict compares models on it; on hybrid too, for the record.
+        for mode in ("dense", "hybrid"):
+            q = {m: out["qrels"][m][mode] for m in models}
+            c = {m: out["check_mrr"][m][mode] for m in models}
+            out[f"models_agree_{mode}"] = _order(q)[0] == _order(c)[0]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-scifact", action="store_true")
+    parser.add_argument(
+        "--sets",
+        default="squad-small,de,ru,scifact,sample-docs",
+        help="comma-separated, from the default list",
+    )
+    args = parser.parse_args(argv)
+    wanted = set(args.sets.split(","))
+    if args.skip_scifact:
+        wanted.discard("scifact")
+    started = time.monotonic()
+    results: dict[str, Any] = {}
+    both = (DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID)
+    with tempfile.TemporaryDirectory(prefix="lectern-check-") as tmp:
+        scratch = Path(tmp)
+        sets: list[tuple[str, Path | None, tuple[str, ...]]] = [
+            ("squad-small", DATA / "squad-small" / "beir", both),
+            ("de", None, both),
+            ("ru", None, both),
+            ("scifact", DATA / "scifact", (DEFAULT_MODEL_ID,)),
+        ]
+        for name, beir, models in sets:
+            if name not in wanted:
+                continue
+            beir = beir or write_beir(name, 300, scratch / "beir")
+            results[name] = run_set(name, beir, scratch, models)
+            print(json.dumps({name: results[name]}), file=sys.stderr, flush=True)
+        if "sample-docs" in wanted:
+            docs = ROOT / "resources" / "sample-docs"
+            with Library(replace(Settings(home=scratch / "sample"))) as library:
+                library.index([docs])
+                sample = check_library(library)
+            results["sample-docs"] = {
+                "questions": sample["questions"],
+                "check": {m: sample["modes"][m][RECALL] for m in MODES},
+                "lines": sample["lines"],
+            }
+    print(
+        json.dumps(
+            {
+                "bench": "library_check",
+                "depth": DEPTH,
+                "elapsed_s": round(time.monotonic() - started, 1),
+                "sets": results,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
