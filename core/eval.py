@@ -49,10 +49,10 @@ def load_beir(folder: Path, split: str = "test") -> BeirSet:
                 "Point --beir at a BEIR folder (corpus.jsonl, queries.jsonl, qrels/).",
             )
     corpus: dict[str, tuple[str, str]] = {}
-    for row in _jsonl_rows(folder / "corpus.jsonl", ("_id",)):
+    for _, row in jsonl_rows(folder / "corpus.jsonl", ("_id",)):
         corpus[str(row["_id"])] = (str(row.get("title") or ""), str(row.get("text") or ""))
     queries: dict[str, str] = {}
-    for row in _jsonl_rows(folder / "queries.jsonl", ("_id", "text")):
+    for _, row in jsonl_rows(folder / "queries.jsonl", ("_id", "text")):
         queries[str(row["_id"])] = str(row["text"])
     qrels: dict[str, dict[str, int]] = {}
     try:
@@ -77,8 +77,11 @@ def load_beir(folder: Path, split: str = "test") -> BeirSet:
     return BeirSet(corpus, queries, qrels)
 
 
-def _jsonl_rows(path: Path, required: tuple[str, ...]) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a .jsonl file; a bad line is a DatasetError naming it."""
+def jsonl_rows(
+    path: Path, required: tuple[str, ...], hint: str | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a .jsonl file with their line numbers; a bad line is a
+    DatasetError naming it (with ``hint``, what a good line looks like)."""
     try:
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
@@ -88,16 +91,17 @@ def _jsonl_rows(path: Path, required: tuple[str, ...]) -> Iterator[dict[str, Any
                     row = json.loads(line)
                 except ValueError as exc:
                     raise DatasetError(
-                        f"{path}, line {number}, is not valid JSON: {exc}."
+                        f"{path}, line {number}, is not valid JSON: {exc}.", hint
                     ) from None
                 if not isinstance(row, dict):
-                    raise DatasetError(f"{path}, line {number}, is not a JSON object.")
+                    raise DatasetError(f"{path}, line {number}, is not a JSON object.", hint)
                 missing = [key for key in required if key not in row]
                 if missing:
                     raise DatasetError(
-                        f"{path}, line {number}, has no {', '.join(repr(k) for k in missing)}."
+                        f"{path}, line {number}, has no {', '.join(repr(k) for k in missing)}.",
+                        hint,
                     )
-                yield row
+                yield number, row
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path} is not UTF-8 text: {exc}.") from exc
     except OSError as exc:

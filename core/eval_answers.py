@@ -50,6 +50,7 @@ from core.errors import (
     LLMUnavailableError,
     ModelNotFoundError,
 )
+from core.eval import jsonl_rows
 from core.generation.citations import strip_citations
 from core.library import Library
 from core.records import Citation, IndexProgress
@@ -333,31 +334,10 @@ def load_questions(path: Path, *, unanswerable: str = "unanswerable") -> list[An
     """The questions of a JSONL file; a bad line is a DatasetError naming it.
     ``unanswerable``: the group of a question without answers that names none."""
     path = Path(path)
-    questions: list[AnswerQuestion] = []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as exc:
-                    raise DatasetError(
-                        f"{path}, line {number}, is not valid JSON: {exc}."
-                    ) from None
-                if not isinstance(row, dict):
-                    raise _bad(path, number, "not a JSON object")
-                missing = [key for key in ("question", "answers") if key not in row]
-                if missing:
-                    raise DatasetError(
-                        f"{path}, line {number}, has no {', '.join(repr(k) for k in missing)}.",
-                        _bad(path, number, "").hint,
-                    )
-                questions.append(_question(row, path, number, unanswerable))
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path} is not UTF-8 text: {exc}.") from exc
-    except OSError as exc:
-        raise DatasetError(f"{path} could not be read: {exc.strerror or exc}.") from exc
+    questions = [
+        _question(row, path, number, unanswerable)
+        for number, row in jsonl_rows(path, ("question", "answers"), _bad(path, 0, "").hint)
+    ]
     if not questions:
         raise DatasetError(f"{path} holds no questions.")
     return questions
