@@ -106,6 +106,7 @@ class Library:
         self._gate = SwitchGate()
         self._reembedding: Reembedding | None = None
         self._switch_paused = False  # the app paused indexing: a switch waits too
+        self._language_mix: tuple[int, LanguageMix] | None = None  # (chunks then, mix)
         self.db, notices = open_database(self.settings.db_path)
         self.read_only = self.db.read_only
         # What was repaired at open, for the user to be told once (the CLI on standard
@@ -880,8 +881,17 @@ class Library:
         return (0 if self.keyword.status() in ("rebuilding", "unavailable") else chunks), embedded
 
     def language_mix(self) -> LanguageMix:
-        """The languages of a sample of the library's passages (core/languages.py)."""
-        return language_mix(self.store.sample_chunk_texts(LANGUAGE_SAMPLE))
+        """The languages of a sample of the library's passages (core/languages.py),
+        sampled again only once the library has grown or shrunk by a tenth: `status`,
+        the app's snapshots and the evals all ask, and a sample reads a thousand
+        passages."""
+        chunks = self.store.counts()[1]
+        cached = self._language_mix
+        if cached is not None and cached[0] and abs(chunks - cached[0]) < cached[0] / 10:
+            return cached[1]
+        mix = language_mix(self.store.sample_chunk_texts(LANGUAGE_SAMPLE))
+        self._language_mix = (chunks, mix)
+        return mix
 
     def model_advice(self, mix: LanguageMix | None = None) -> ModelAdvice | None:
         """The embedding model this library's languages call for, when it is not the one

@@ -196,8 +196,6 @@ class Backend(QObject):
         self._pending_paths: list[str] = []
         self._refreshing = False
         self._refresh_again = False
-        # (passages and model when last worked out, the offer then): see _model_advice.
-        self._advice: tuple[int, str, ModelAdvice | None] = (0, "", None)
         self._llm_check: Task | None = None
         self._watch_enabled = watch
         self.watcher: Any = None
@@ -781,18 +779,12 @@ class Backend(QObject):
         )
 
     def _model_advice(self, library: Library, chunks: int) -> ModelAdvice | None:
-        """The offer of another embedding model, once indexing is done, worked out again
-        only when the library has grown or shrunk by a tenth (it samples a thousand
-        passages); never after the person said not now."""
+        """The offer of another embedding model once indexing is done (the library
+        keeps its language sample until it grows by a tenth); never after the person
+        said not now."""
         if self.settings.model_offer_declined or chunks == 0 or self.indexing:
             return None  # while indexing, the first files alone would decide
-        model = library.db.get_meta("embedding_model") or ""
-        counted, counted_model, advice = self._advice
-        if counted and model == counted_model and abs(chunks - counted) < counted / 10:
-            return advice
-        advice = library.model_advice()
-        self._advice = (chunks, model, advice)
-        return advice
+        return library.model_advice()
 
     def switch_embedding_model(self, model_id: str) -> None:
         """Change the library's embedding model: saved in the settings and re-embedded in
