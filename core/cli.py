@@ -247,6 +247,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("Type some words to search for.", file=sys.stderr)
         return EXIT_ERROR
     from core.cli_collections import scope_from_args
+    from core.records import SECOND_STAGE_NOTE, second_stage_state
 
     library = open_reader()
     started = time.monotonic()
@@ -263,6 +264,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                     "query": args.query,
                     "mode": args.mode,
                     "elapsed_ms": round(elapsed * 1000, 1),
+                    "second_stage": second_stage_state(hits),
                     "results": [h.to_json() for h in hits],
                 }
             )
@@ -279,6 +281,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         snippet = " ".join(hit.text.split())
         print(f"[{i}] {hit.path}{place}  (score {hit.score:.4f})")
         print(f"    {snippet[:300]}{'…' if len(snippet) > 300 else ''}")
+    if second_stage_state(hits) in ("cut short", "skipped"):
+        print(f"\n{SECOND_STAGE_NOTE}")
     return 0
 
 

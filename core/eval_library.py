@@ -299,6 +299,9 @@ def check_library(
     docstring. The report has ``lines``, the verdict in plain words."""
     from core.embedding import DEFAULT_MODEL_ID, MODELS, MULTILINGUAL_MODEL_ID
 
+    # Meaning search is measured too: in the app, asked before its model has loaded, the
+    # check waits for it (on its worker thread) instead of failing as "not ready".
+    library.load_model()
     folder = library.settings.home / "eval"
     kept = folder / SET_FILE
     questions = [] if fresh else load_questions(kept)

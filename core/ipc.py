@@ -177,6 +177,7 @@ def hit_from_wire(wire: Mapping[str, Any]) -> Hit:
         score=float(wire["score"]),
         bm25_rank=wire.get("bm25_rank"),
         dense_rank=wire.get("dense_rank"),
+        reranked=wire.get("reranked"),
     )
 
 

@@ -67,13 +67,22 @@ def _canonical(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
+# Required by a dependency but left out of the bundle (packaging/lectern.spec excludes
+# their modules): the model package asks for sentence-transformers, which brings the
+# rest; Lectern loads the model through transformers alone (core/embedding.py). Their
+# own requirements are followed only if something shipped needs them too.
+NOT_BUNDLED = frozenset(
+    {"sentence-transformers", "scikit-learn", "scipy", "joblib", "threadpoolctl", "narwhals"}
+)
+
+
 def shipped_distributions(root: str = ROOT_DISTRIBUTION) -> list[metadata.Distribution]:
-    """Every installed distribution Lectern depends on, directly or not (not Lectern)."""
+    """Every installed distribution Lectern ships, directly or not (not Lectern)."""
     seen: dict[str, metadata.Distribution] = {}
     pending = [Requirement(r).name for r in metadata.requires(root) or ()]
     while pending:
         name = _canonical(pending.pop())
-        if name in seen:
+        if name in seen or name in NOT_BUNDLED:
             continue
         try:
             distribution = metadata.distribution(name)

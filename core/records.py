@@ -8,6 +8,7 @@ the exact characters and page the user should see highlighted.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -320,6 +321,9 @@ class Hit:
     score: float
     bm25_rank: int | None = None
     dense_rank: int | None = None
+    # The second stage: True, the document was re-scored; False, it was in the short list
+    # but the search's time ran out first (a busy computer); None, not in the stage.
+    reranked: bool | None = None
 
     @property
     def location(self) -> str:
@@ -342,7 +346,26 @@ class Hit:
             "heading_path": list(self.heading_path),
             "bm25_rank": self.bm25_rank,
             "dense_rank": self.dense_rank,
+            "reranked": self.reranked,
         }
+
+
+def second_stage_state(hits: Sequence[Hit]) -> str:
+    """How the second stage went for a search's hits: "off" (not run: keyword or meaning
+    mode, switched off, or a model without word-piece states), "full", "cut short" (the
+    computer was busy, so only the first documents were re-scored) or "skipped"."""
+    states = [hit.reranked for hit in hits if hit.reranked is not None]
+    if not states:
+        return "off"
+    if all(states):
+        return "full"
+    return "cut short" if any(states) else "skipped"
+
+
+SECOND_STAGE_NOTE = (
+    "The computer was busy, so some results are in the quick first order only; "
+    "search again when it is quieter for the finer order."
+)
 
 
 @dataclass(frozen=True)

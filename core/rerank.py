@@ -30,6 +30,12 @@ class RerankParams:
     depth: int = 30  # documents re-scored
     passages_per_document: int = 1  # each by its best placed passage
     weight: float = 1.0  # of the MaxSim z-score against the fused z-score
+    # Wall time the stage may take: this many times what its passages take on this
+    # computer unhurried (core/retrieval.py SecondStagePace), and never less than
+    # min_budget_s. Twice: an idle machine's variation stays inside it, and a search
+    # beside a busy program waits at most about twice as long as on an idle one.
+    budget_factor: float = 2.0
+    min_budget_s: float = 0.25
 
 
 def passage_order(lists: Sequence[Ranked], document_of: Mapping[int, int]) -> dict[int, list[int]]:
@@ -62,8 +68,9 @@ def maxsim_scorer(
     query_tokens: np.ndarray, chunk_tokens: Callable[[list[int]], Mapping[int, np.ndarray]]
 ) -> Callable[[list[int]], dict[int, float]]:
     """Passage scores for ``rerank``: MaxSim of the query's word-piece states against each
-    chunk's, as ``chunk_tokens`` encodes them (a chunk it leaves out, deleted meanwhile,
-    gets no score)."""
+    chunk's, as ``chunk_tokens`` encodes them. A chunk it returns no states for gets no
+    score (it ran out of time before reaching it); one it returns empty states for
+    (deleted meanwhile) scores 0."""
 
     def score(chunk_ids: list[int]) -> dict[int, float]:
         states = chunk_tokens(chunk_ids)
@@ -79,25 +86,42 @@ def rerank(
     params: RerankParams | None = None,
 ) -> list[tuple[int, float]]:
     """``documents`` (fused, best first) with the top ``depth`` re-ordered by the mix of
-    their fused and late-interaction scores; the rest follow in their order, below them.
+    their fused and late-interaction scores; the rest follow in their order, below them."""
+    return rerank_counted(documents, chunks_of, score_passages, params)[0]
 
-    A document's late score is its best passage's (``score_passages`` is asked once, for
-    every passage of the short list; a document with none scored gets 0)."""
+
+def rerank_counted(
+    documents: Ranked,
+    chunks_of: Mapping[int, Sequence[int]],
+    score_passages: Callable[[list[int]], Mapping[int, float]],
+    params: RerankParams | None = None,
+) -> tuple[list[tuple[int, float]], int]:
+    """``rerank``, and how many of the top documents were re-scored.
+
+    ``score_passages`` is asked once, for every passage of the short list, best placed
+    document first. A document's late score is its best passage's. Should the scorer stop
+    early (a busy computer: see Retriever.rerank), only the documents before the first one
+    left unscored are re-ordered, the rest following in the first stage's order; under two
+    re-scored, the first stage's order stands."""
     params = params or RerankParams()
     top = list(documents[: params.depth])
     if len(top) < 2 or params.weight == 0.0:
-        return list(documents)
+        return list(documents), 0
     wanted = {d: list(chunks_of.get(d, ()))[: params.passages_per_document] for d, _ in top}
-    scores = score_passages(sorted({c for chunks in wanted.values() for c in chunks}))
-    late = np.array(
-        [max((scores[c] for c in wanted[d] if c in scores), default=0.0) for d, _ in top]
-    )
+    scores = score_passages(list(dict.fromkeys(c for d, _ in top for c in wanted[d])))
+    reached = 0
+    while reached < len(top) and all(c in scores for c in wanted[top[reached][0]]):
+        reached += 1
+    if reached < 2:
+        return list(documents), 0
+    top = top[:reached]
+    late = np.array([max((scores[c] for c in wanted[d]), default=0.0) for d, _ in top])
     mixed = _z(np.array([s for _, s in top])) + params.weight * _z(late)
     order = np.argsort(-mixed, kind="stable")
     out = [(top[i][0], float(mixed[i])) for i in order]
-    rest = list(documents[params.depth :])
+    rest = list(documents[reached:])
     if rest:
         # Below every re-scored document, in their own order.
         shift = rest[0][1] - float(mixed.min()) + 1.0
         out += [(d, s - shift) for d, s in rest]
-    return out
+    return out, reached

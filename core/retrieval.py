@@ -15,6 +15,7 @@ only one that matches.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -23,11 +24,11 @@ from typing import cast
 
 import numpy as np
 
-from core.embedding import Embedder, embed_queries, reads_script_of
+from core.embedding import Embedder, embed_queries, probe_tokens_per_s, reads_script_of
 from core.errors import LecternError
 from core.fusion import FusionParams, best_per_document, fuse
 from core.records import Hit, SearchFilters
-from core.rerank import RerankParams, maxsim_scorer, passage_order, rerank
+from core.rerank import RerankParams, maxsim_scorer, passage_order, rerank_counted
 from core.store.db import Database
 from core.store.keyword import KeywordIndex
 from core.store.lookup import (
@@ -148,6 +149,50 @@ class TokenStateCache:
                 self._bytes -= dropped.nbytes
 
 
+class SecondStagePace:
+    """How fast this computer encodes the second stage's word pieces when nothing else
+    holds its cores, and so how long the stage may take.
+
+    The unhurried rate is the best seen in this process (word pieces per second of wall
+    time), at first the encoder's own probe. It is kept per size of slice, since a slice of
+    short passages pays the model's fixed cost per call on fewer pieces. A search's stage
+    may take ``RerankParams.budget_factor`` times what its slices would take at those
+    rates: on a busy computer the rate falls and the stage re-scores fewer documents
+    instead of taking seconds (issue 34: 0.7 s a query idle, 6 s with a build running)."""
+
+    SLICE = 4  # passages encoded between two looks at the clock
+
+    def __init__(self, prior_tokens_per_s: float | None = None, prior_tokens: int = 1024) -> None:
+        self._best: dict[int, float] = {}
+        self._lock = threading.Lock()
+        if prior_tokens_per_s:
+            self._best[self._size(prior_tokens)] = prior_tokens_per_s
+
+    @staticmethod
+    def _size(tokens: int) -> int:
+        return min(5, max(0, (max(1, tokens) - 1) // 64).bit_length())  # 64, 128 ... 1024+
+
+    def observe(self, tokens: int, seconds: float) -> None:
+        if seconds > 0 and tokens > 0:
+            size = self._size(tokens)
+            with self._lock:
+                self._best[size] = max(self._best.get(size, 0.0), tokens / seconds)
+
+    def expected_s(self, tokens: int) -> float:
+        """Seconds one slice of ``tokens`` word pieces takes unhurried (inf: no rate yet)."""
+        size = self._size(tokens)
+        with self._lock:
+            if not self._best:
+                return float("inf")
+            nearest = min(self._best, key=lambda known: (abs(known - size), -known))
+            return tokens / self._best[nearest]
+
+    def budget_s(self, slices: Sequence[int], params: RerankParams) -> float:
+        """Wall seconds for encoding slices of these many word pieces."""
+        expected = sum(self.expected_s(tokens) for tokens in slices)
+        return max(params.min_budget_s, params.budget_factor * expected)
+
+
 class Retriever:
     """``vectors`` and ``embedder`` may be given as zero-argument loaders: a keyword
     search then never loads the model (importing it is most of a short command's time
@@ -191,6 +236,7 @@ class Retriever:
         self.params = params or FusionParams(depth=candidates)
         self._second_stage = second_stage
         self._token_cache = TokenStateCache()
+        self._pace: SecondStagePace | None = None
 
     @property
     def embedder(self) -> Embedder:
@@ -237,29 +283,62 @@ class Retriever:
                 return self._hits(diversified(self.rank_documents(found, "bm25"), found, k), found)
         found = self.candidate_lists(query, mode, filters)
         ranked = self.rank_documents(found, mode)
+        stage: dict[int, bool] = {}
         if mode == "hybrid" and (second_stage := self.second_stage) is not None:
-            ranked = self.rerank(query, ranked, found, second_stage)
-        return self._hits(diversified(ranked, found, k), found)
+            fused = ranked
+            ranked, rescored = self.rerank(query, ranked, found, second_stage)
+            if len(fused) >= 2 and second_stage.weight != 0.0:
+                stage = {d: i < rescored for i, (d, _) in enumerate(fused[: second_stage.depth])}
+        return self._hits(diversified(ranked, found, k), found, stage)
 
     def rerank(
         self, query: str, ranked: list[tuple[int, float]], found: Candidates, params: RerankParams
-    ) -> list[tuple[int, float]]:
-        """The second stage over the fused documents (core/rerank.py)."""
-        token_vectors = self.embedder.token_vectors  # type: ignore[attr-defined]
+    ) -> tuple[list[tuple[int, float]], int]:
+        """The second stage over the fused documents (core/rerank.py), within its time
+        budget; also how many of the top documents it re-scored."""
+        started = time.monotonic()
+        embedder = self.embedder
+        token_vectors = embedder.token_vectors  # type: ignore[attr-defined]
+        pace = self.pace
+
+        def encode(texts: list[str]) -> list[np.ndarray]:
+            t0 = time.monotonic()
+            states = token_vectors(texts)
+            pace.observe(sum(len(m) + 2 for m in states), time.monotonic() - t0)
+            return states
 
         def chunk_tokens(chunk_ids: list[int]) -> dict[int, np.ndarray]:
             states = self._token_cache.get_many(chunk_ids)
-            texts = embedding_texts(self.db, [c for c in chunk_ids if c not in states])
-            ids = list(texts)
-            if not ids:
-                return states
-            fresh = dict(zip(ids, token_vectors([texts[c] for c in ids]), strict=True))
+            todo = [c for c in chunk_ids if c not in states]
+            texts = embedding_texts(self.db, todo)
+            for chunk in todo:
+                if chunk not in texts:  # deleted meanwhile: nothing of it matches
+                    states[chunk] = np.zeros((0, embedder.dim), dtype=np.float32)
+            ids = [c for c in todo if c in texts]
+            slices = [ids[i : i + pace.SLICE] for i in range(0, len(ids), pace.SLICE)]
+            pieces = [
+                sum(min(embedder.max_tokens, embedder.count_tokens(texts[c]) + 2) for c in part)
+                for part in slices
+            ]
+            deadline = started + pace.budget_s([len(query_tokens) + 2, *pieces], params)
+            fresh: dict[int, np.ndarray] = {}
+            for part in slices:
+                if time.monotonic() > deadline:
+                    break  # the rest keep the first stage's order
+                fresh.update(zip(part, encode([texts[c] for c in part]), strict=True))
             self._token_cache.put_many(fresh)
             return states | fresh
 
-        chunks_of = found.passages
-        (query_tokens,) = token_vectors([query])
-        return rerank(ranked, chunks_of, maxsim_scorer(query_tokens, chunk_tokens), params)
+        (query_tokens,) = encode([query])
+        scorer = maxsim_scorer(query_tokens, chunk_tokens)
+        return rerank_counted(ranked, found.passages, scorer, params)
+
+    @property
+    def pace(self) -> SecondStagePace:
+        if self._pace is None:
+            choice = getattr(self.embedder, "encoding", None)
+            self._pace = SecondStagePace(probe_tokens_per_s(choice))
+        return self._pace
 
     def candidate_lists(self, query: str, mode: str, filters: SearchFilters) -> Candidates:
         bm25: list[tuple[int, float]] = []
@@ -324,9 +403,16 @@ class Retriever:
         order = np.argsort(-scores)[:limit]
         return [(ids[i], float(scores[i])) for i in order]
 
-    def _hits(self, ranked: list[tuple[int, float]], found: Candidates) -> list[Hit]:
+    def _hits(
+        self,
+        ranked: list[tuple[int, float]],
+        found: Candidates,
+        reranked: dict[int, bool] | None = None,
+    ) -> list[Hit]:
         """Hits for (chunk, score); the ranks given are those of the chunk's document in
-        each list, since fusion ranks documents."""
+        each list, since fusion ranks documents; ``reranked``: by document, whether the
+        second stage re-scored it."""
+        reranked = reranked or {}
         if not ranked:
             return []
         bm25_rank = _document_ranks(found.bm25, found.document_of)
@@ -343,6 +429,7 @@ class Retriever:
                     score=score,
                     bm25_rank=bm25_rank.get(hit.document_id),
                     dense_rank=dense_rank.get(hit.document_id),
+                    reranked=reranked.get(hit.document_id),
                 )
             )
         return hits

@@ -18,7 +18,6 @@ from desktop.backend import Backend, ScopeChoices
 from desktop.model_probe import LLMStatus
 from desktop.qt import (
     QAction,
-    QButtonGroup,
     QFocusEvent,
     QFrame,
     QHBoxLayout,
@@ -52,7 +51,7 @@ from desktop.viewmodels import (
     missing_model,
 )
 from desktop.welcome_view import WelcomeView
-from desktop.widgets import ElidedLabel, display_path
+from desktop.widgets import ElidedLabel, display_path, segmented_control
 from desktop.workers import Task, describe_error
 
 MAX_COLUMN = 860
@@ -203,25 +202,18 @@ class ConversationPanel(QFrame):
         head.setSpacing(8)
         self.title = ElidedLabel("New conversation", objectName="panelTitle")
         head.addWidget(self.title, 1)
-        segment = QFrame(objectName="segment")
-        seg = QHBoxLayout(segment)
-        seg.setContentsMargins(3, 3, 3, 3)
-        seg.setSpacing(2)
-        self.ask_mode = QToolButton(objectName="segmentButton")
-        self.ask_mode.setText("Ask")
-        self.ask_mode.setToolTip("Answers written from your documents, with citations (Ctrl+1)")
-        self.search_mode = QToolButton(objectName="segmentButton")
-        self.search_mode.setText("Search")
-        self.search_mode.setToolTip(
-            "Search: ranked passages with your words highlighted, no language model (Ctrl+2)"
+        segment, self.mode_group, (self.ask_mode, self.search_mode) = segmented_control(
+            self,
+            [
+                ("Ask", "Answers written from your documents, with citations (Ctrl+1)"),
+                (
+                    "Search",
+                    "Search: ranked passages with your words highlighted, no language model "
+                    "(Ctrl+2)",
+                ),
+            ],
+            icons=True,
         )
-        self.mode_group = QButtonGroup(self)
-        for button in (self.ask_mode, self.search_mode):
-            button.setCheckable(True)
-            button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-            button.setIconSize(QSize(15, 15))
-            self.mode_group.addButton(button)
-            seg.addWidget(button)
         self.ask_mode.setChecked(True)
         self.mode_group.buttonToggled.connect(self._mode_changed)
         head.addWidget(segment)

@@ -10,15 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from core.records import SECOND_STAGE_NOTE, second_stage_state
 from desktop.qt import (
-    QButtonGroup,
     QFrame,
     QHBoxLayout,
     QLabel,
     QScrollArea,
     Qt,
     QTimer,
-    QToolButton,
     QVBoxLayout,
     QWidget,
     Signal,
@@ -36,7 +35,7 @@ from desktop.viewmodels import (
     EvidenceRequest,
     SourceView,
 )
-from desktop.widgets import ClickableFrame, WrapLabel
+from desktop.widgets import ClickableFrame, WrapLabel, segmented_control
 
 
 class SearchResultsWidget(QFrame):
@@ -53,6 +52,7 @@ class SearchResultsWidget(QFrame):
         self.hits: list[SourceView] = []
         self.error: tuple[str, str] | None = None
         self.loading = True
+        self.cut_short = False  # the second stage ran out of time (a busy computer)
         self._queue: list[SourceView] = []
         self._terms: set[str] = set()
         self.layout_ = QVBoxLayout(self)
@@ -69,6 +69,7 @@ class SearchResultsWidget(QFrame):
 
     def set_hits(self, hits: list[Any]) -> None:
         self.loading = False
+        self.cut_short = second_stage_state(hits) in ("cut short", "skipped")
         self.hits = [SourceView.from_hit(i, h) for i, h in enumerate(hits, 1)]
         self.refresh()
 
@@ -109,6 +110,11 @@ class SearchResultsWidget(QFrame):
             f"<b>{count} passage{'s' if count != 1 else ''} for “{q}”</b> "
             f'<span style="color:{palette.muted};">· {how} · best match first · '
             "click one to see it in its document</span>"
+            + (
+                f'<br><span style="color:{palette.muted};">{SECOND_STAGE_NOTE}</span>'
+                if self.cut_short
+                else ""
+            )
         )
         self._terms = query_terms(self.query)
         self._queue = list(self.hits)
@@ -181,23 +187,16 @@ class SearchView(QFrame):
         bar.setContentsMargins(24, 12, 24, 4)
         bar.setSpacing(8)
         bar.addWidget(QLabel("Find", objectName="searchModeLabel"))
-        segment = QFrame(objectName="segment")
-        seg = QHBoxLayout(segment)
-        seg.setContentsMargins(3, 3, 3, 3)
-        seg.setSpacing(2)
-        self.words_button = QToolButton(objectName="segmentButton")
-        self.words_button.setText("Exact words")
-        self.words_button.setToolTip("Only passages that contain the words you typed")
-        self.meaning_button = QToolButton(objectName="segmentButton")
-        self.meaning_button.setText("Words and meaning")
-        self.meaning_button.setToolTip(
-            "Also passages close in meaning, which may not contain the words"
+        segment, self.mode_group, (self.words_button, self.meaning_button) = segmented_control(
+            self,
+            [
+                ("Exact words", "Only passages that contain the words you typed"),
+                (
+                    "Words and meaning",
+                    "Also passages close in meaning, which may not contain the words",
+                ),
+            ],
         )
-        self.mode_group = QButtonGroup(self)
-        for button in (self.words_button, self.meaning_button):
-            button.setCheckable(True)
-            self.mode_group.addButton(button)
-            seg.addWidget(button)
         self.words_button.setChecked(True)
         self.mode_group.buttonToggled.connect(
             lambda button, on: self.mode_changed.emit(self.words_only) if on else None

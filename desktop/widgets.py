@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from desktop.qt import (
+    QButtonGroup,
     QEvent,
     QFrame,
+    QHBoxLayout,
     QKeyEvent,
     QLabel,
     QMouseEvent,
+    QObject,
     QResizeEvent,
     QSize,
     QSizePolicy,
     Qt,
+    QToolButton,
     QWidget,
     Signal,
 )
@@ -25,6 +30,31 @@ def display_path(path: str) -> str:
     if home and home != os.sep and (path == home or path.startswith(home + os.sep)):
         return "~" + path[len(home) :]
     return path
+
+
+def segmented_control(
+    owner: QObject, choices: Sequence[tuple[str, str]], *, icons: bool = False
+) -> tuple[QFrame, QButtonGroup, list[QToolButton]]:
+    """Exclusive buttons drawn as one control (``choices``: text and tooltip of each);
+    ``icons``: room for an icon beside each text."""
+    segment = QFrame(objectName="segment")
+    row = QHBoxLayout(segment)
+    row.setContentsMargins(3, 3, 3, 3)
+    row.setSpacing(2)
+    group = QButtonGroup(owner)
+    buttons = []
+    for text, tip in choices:
+        button = QToolButton(objectName="segmentButton")
+        button.setText(text)
+        button.setToolTip(tip)
+        button.setCheckable(True)
+        if icons:
+            button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+            button.setIconSize(QSize(15, 15))
+        group.addButton(button)
+        row.addWidget(button)
+        buttons.append(button)
+    return segment, group, buttons
 
 
 class ElidedLabel(QLabel):

@@ -19,6 +19,8 @@ def test_notices_cover_every_shipped_dependency_with_its_licence_text() -> None:
     for needed in ("duckdb", "usearch", "torch", "pyside6-essentials", "sympy", "tokenizers"):
         assert needed in names
     assert "pytest" not in names and "ruff" not in names  # development tools are not shipped
+    # Nor what the model package asks for and the bundle leaves out (packaging/lectern.spec).
+    assert not names & {"sentence-transformers", "scikit-learn", "scipy", "joblib"}
     notices = {n.name.lower(): n for n in collect_notices()}
     assert notices["torch"].texts  # its LICENSE, which lists torch's own third parties
     assert any("LICENSE" in name for name, _text in notices["duckdb"].texts)

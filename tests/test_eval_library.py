@@ -75,6 +75,18 @@ def test_the_check_is_kept_reused_and_said_in_plain_words(
         assert not fresh["reused"]
 
 
+def test_the_check_waits_for_a_model_still_loading(tmp_path: Path, lectern_home: Path) -> None:
+    # The app opens its library with defer_model (searchable by keyword at once); a check
+    # asked for before the model is in used to end with "the search model is still loading".
+    docs = _folder(tmp_path / "docs", ENGLISH + MORE_ENGLISH, "en")
+    with Library(Settings(home=lectern_home)) as indexer:
+        indexer.index([docs])
+    with Library(Settings(home=lectern_home), defer_model=True) as library:
+        assert not library.model_loaded
+        report = check_library(library)
+        assert report["modes"]["dense"]["recall@10"] > 0.0
+
+
 def test_a_german_library_compares_both_models_on_the_same_questions(
     tmp_path: Path, lectern_home: Path, embedder
 ) -> None:

@@ -50,6 +50,7 @@ HIT_KEYS = {
     "heading_path",
     "bm25_rank",
     "dense_rank",
+    "reranked",
 }
 
 
