@@ -110,15 +110,17 @@ ONEDNN_CACHE_CAPACITY = "64"
 # (PASSIVE), 14.1 / 12.5 after 3,000 turns; idle: 17.9 / 35.2, 16.1 / 23.9, 17.3 / 32.3.
 # A short spin keeps most of the idle speed, and where even that loses, ThreadChooser
 # drops to one thread, which has no barriers at all. Read once, when the OpenMP runtime
-# loads; values the user set stay (GOMP_SPINCOUNT is libgomp's; others sleep at once).
+# loads; a user's own setting of either stays (GOMP_SPINCOUNT is libgomp's; other
+# runtimes sleep at once).
 OPENMP_WAIT_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "3000"}
 
 
 def quiet_openmp_waits() -> None:
     """Before torch or the multilingual engine loads OpenMP: waiting threads spin briefly,
-    then sleep."""
-    for name, value in OPENMP_WAIT_ENV.items():
-        os.environ.setdefault(name, value)
+    then sleep. A user who set either variable keeps their whole choice (a spin count
+    would override their OMP_WAIT_POLICY=ACTIVE)."""
+    if not any(name in os.environ for name in OPENMP_WAIT_ENV):
+        os.environ.update(OPENMP_WAIT_ENV)
 
 
 def preload_torch_libraries() -> None:
