@@ -633,17 +633,25 @@ class SentenceTransformerEmbedder:
         lengths = [len(ids) for ids in encodings]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for batch in plan_batches(lengths, max(1, batch_size), self.encoding.sub_batch_tokens):
-            with lane():
-                count = threads or self._fixed_threads or self.chooser.pick()
-                # Read per sub-batch: sharing starts and ends while a call runs.
-                used = max(1, count - 1) if self._sharers else count
-                self._torch.set_num_threads(used)
-                started = time.perf_counter()
+            # Sharing is read per sub-batch: it starts and ends while a call runs.
+            with lane(), self._threads([lengths[i] for i in batch], threads, self._sharers > 0):
                 out[batch] = self._forward(self._bert, [encodings[i] for i in batch])
-                if threads is None and not self._fixed_threads:
-                    pieces = len(batch) * padded_width(max(lengths[i] for i in batch))
-                    self.chooser.record(used, pieces, time.perf_counter() - started)
         return out
+
+    @contextlib.contextmanager
+    def _threads(
+        self, lengths: Sequence[int], threads: int | None = None, sharing: bool = False
+    ) -> Iterator[None]:
+        """One sub-batch of texts of these token ``lengths``, on ``threads`` or else the
+        chooser's count (timed for it), one fewer while ``sharing``."""
+        count = threads or self._fixed_threads or self.chooser.pick()
+        used = max(1, count - 1) if sharing else count
+        self._torch.set_num_threads(used)
+        started = time.perf_counter()
+        yield
+        if threads is None and not self._fixed_threads:
+            pieces = len(lengths) * padded_width(max(lengths), self.width_step)
+            self.chooser.record(used, pieces, time.perf_counter() - started)
 
     def count_tokens(self, text: str) -> int:
         return self._counter.count(text)
@@ -710,16 +718,11 @@ class SentenceTransformerEmbedder:
         out: list[np.ndarray] = [np.zeros((0, self.dim), dtype=np.float32)] * len(texts)
         torch = self._torch
         for batch in plan_batches(lengths, 32, self.encoding.sub_batch_tokens):
-            with self._lane.query(), torch.inference_mode():
-                # Searches alone (no indexing) keep the thread count measured too.
-                count = self._fixed_threads or self.chooser.pick()
-                torch.set_num_threads(count)
-                started = time.perf_counter()
+            # Chosen and timed like indexing's: searches alone keep the count measured.
+            sizes = [lengths[i] for i in batch]
+            with self._lane.query(), self._threads(sizes), torch.inference_mode():
                 hidden, _ = self._hidden(self._bert, [encodings[i] for i in batch])
                 states = torch.nn.functional.normalize(hidden, p=2, dim=2).numpy()
-                if not self._fixed_threads:
-                    pieces = len(batch) * padded_width(max(lengths[i] for i in batch))
-                    self.chooser.record(count, pieces, time.perf_counter() - started)
             for row, i in enumerate(batch):
                 out[i] = np.ascontiguousarray(states[row, 1 : lengths[i] - 1])
         return out
