@@ -98,13 +98,13 @@ def encode_worker(kind: str, texts_file: str) -> None:
     if kind == "st":
         from sentence_transformers import SentenceTransformer
 
-        from core.embedding import bundled_model_path
+        from core.embedding.models import bundled_model_path
 
         model = SentenceTransformer(str(bundled_model_path()), device="cpu")
         encode = lambda: model.encode(texts, batch_size=32)  # noqa: E731
         info: dict[str, Any] = {"precision": "fp32", "threads": "default"}
     else:
-        from core.embedding import SentenceTransformerEmbedder
+        from core.embedding.models import SentenceTransformerEmbedder
 
         fixed = int(kind.partition(":")[2] or 0) or None
         embedder = SentenceTransformerEmbedder(threads=fixed)
@@ -217,9 +217,9 @@ def encode_part(count: int, rounds: int) -> dict[str, Any]:
 
 def search_worker(queries: int, block: int, threads: int | None) -> None:
     """Hybrid search on SciFact test, blocks alternating idle / 2 competing processes."""
-    from core.eval import indexed_beir, ndcg_at, ranked_documents
+    from core.evaluation.beir import indexed_beir, ndcg_at, ranked_documents
     from core.records import second_stage_state
-    from core.retrieval import TokenStateCache
+    from core.retrieval.search import TokenStateCache
 
     with indexed_beir(SCIFACT) as indexed:
         library = indexed.library
@@ -295,7 +295,7 @@ def timed_child(argv: list[str], env: dict[str, str]) -> dict[str, float]:
 def raw_worker(texts_file: str) -> None:
     from sentence_transformers import SentenceTransformer
 
-    from core.embedding import bundled_model_path
+    from core.embedding.models import bundled_model_path
 
     texts = json.loads(Path(texts_file).read_text(encoding="utf-8"))
     SentenceTransformer(str(bundled_model_path()), device="cpu").encode(texts, batch_size=32)
@@ -304,7 +304,7 @@ def raw_worker(texts_file: str) -> None:
 def index_part(documents: int) -> dict[str, Any]:
     from bench.indexing import chunk_texts
     from core.config import Settings
-    from core.eval import load_beir, materialize
+    from core.evaluation.beir import load_beir, materialize
     from core.library import Library
 
     beir = load_beir(SCIFACT, "test")

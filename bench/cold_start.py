@@ -48,7 +48,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 def lectern_command() -> list[str]:
     """The installed `lectern` script beside this interpreter, else the module."""
     script = Path(sys.executable).with_name("lectern")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "core.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "core.cli.main"]
 
 
 def run_once(argv: list[str], env: dict[str, str]) -> dict[str, float]:

@@ -50,7 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.embedding import load_embedder
+from core.embedding.models import load_embedder
 from tests.crash_harness import (
     RECORD_REPAIRS,
     SAMPLE_DOCS,

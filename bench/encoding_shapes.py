@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.indexing import INDEXER_CALL, chunk_like_texts, raw_encode
 from bench.synthetic_library import real_sentences
-from core.embedding import WIDTH_STEP, SentenceTransformerEmbedder, padded_width
+from core.embedding.models import WIDTH_STEP, SentenceTransformerEmbedder, padded_width
 
 
 def encode(

@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.config import Settings  # noqa: E402
-from core.embedding import Embedder, load_embedder  # noqa: E402
+from core.embedding.models import Embedder, load_embedder  # noqa: E402
 from core.generation import extractive  # noqa: E402
 from core.generation.citations import SpanFinder  # noqa: E402
 from core.records import Hit  # noqa: E402

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synthetic_library import percentile, real_sentences, train_queries
 from core.config import Settings
-from core.embedding import load_embedder
+from core.embedding.models import load_embedder
 from core.library import Library
 from core.store.lookup import live_chunk_documents
 

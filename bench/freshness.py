@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synthetic_library import WORDS, build_base, log, percentile
 from core.config import Settings
-from core.embedding import load_embedder
+from core.embedding.models import load_embedder
+from core.indexing.watch import FolderWatcher
 from core.library import Library
-from core.watch import FolderWatcher
 
 
 def wait_for(predicate, timeout: float = 300.0, poll: float = 0.0) -> float:

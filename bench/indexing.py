@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synthetic_library import percentile, real_sentences
 from core.config import Settings
-from core.embedding import (
+from core.embedding.models import (
     WIDTH_STEP,
     SentenceTransformerEmbedder,
     load_embedder,

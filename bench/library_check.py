@@ -2,7 +2,7 @@
 
 For each corpus, indexed as a folder through the whole engine: the real judgements'
 nDCG@10 per mode (``lectern eval --beir``'s own code) beside the library check's
-recall@10 per mode (core/eval_library.py, questions made without a model), with each
+recall@10 per mode (core/evaluation/library_check.py, questions made without a model), with each
 embedding model where it is measured. The check is useful when it ranks the modes and
 the models in the same order as the real judgements; ``agree`` says whether it does.
 
@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.retrieval_multilingual import write_beir  # noqa: E402
 from core.config import Settings  # noqa: E402
-from core.embedding import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID  # noqa: E402
-from core.eval import evaluate  # noqa: E402
-from core.eval_library import DEPTH, check_library  # noqa: E402
+from core.embedding.models import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID  # noqa: E402
+from core.evaluation.beir import evaluate  # noqa: E402
+from core.evaluation.library_check import DEPTH, check_library  # noqa: E402
 from core.library import Library  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.llm_server import LLMServer  # noqa: E402
 from core.config import Settings  # noqa: E402
-from core.eval_answers import evaluate_answers  # noqa: E402
+from core.evaluation.answers import evaluate_answers  # noqa: E402
 
 SQUAD = ROOT.parent / "shared" / "data" / "squad-small" / "squad_small.json"
 FOLLOWUPS = ROOT / "bench" / "answer_sets" / "squad_followups.jsonl"

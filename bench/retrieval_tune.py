@@ -3,7 +3,7 @@
 Running a full ``lectern eval`` per setting would cost minutes each; instead ``dump``
 stores, once per data set and split, every query's deep BM25 and dense chunk lists (the
 production searches, 1,500 chunks deep), the chunk -> document map, the query embeddings
-and the candidate chunks' embeddings. ``tune`` then replays fusion (core/fusion.py, the
+and the candidate chunks' embeddings. ``tune`` then replays fusion (core/retrieval/fusion.py, the
 same code search runs) over a grid of constants on the *training* cache, keeps the best,
 and reports it on every other cache with the single modes and RRF measured in the same run.
 
@@ -23,7 +23,7 @@ together over several training caches (the worst gap to the best single mode fir
   .venv/bin/python bench/retrieval_tune.py joint --train /tmp/scifact-train.pkl \
       --train /tmp/de.pkl --train /tmp/it.pkl --check /tmp/fr.pkl
 
-``rerank`` chooses the second stage's constants (core/rerank.py) on the training cache the
+``rerank`` chooses the second stage's constants (core/retrieval/second_stage.py) on the training cache the
 same way. It needs each passage's token states, which the model makes at query time in
 production; they are computed once per cache from its library (recorded in the cache as
 ``home``) and kept beside it in ``<cache>.tokens.pkl``.
@@ -48,13 +48,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.config import load_settings  # noqa: E402
-from core.embedding import DEFAULT_MODEL_ID, embed_queries, reads_script_of  # noqa: E402
-from core.eval import load_beir, materialize, ndcg_at  # noqa: E402
-from core.fusion import FusionParams, best_per_document, fuse  # noqa: E402
+from core.embedding.models import DEFAULT_MODEL_ID, embed_queries, reads_script_of  # noqa: E402
+from core.evaluation.beir import load_beir, materialize, ndcg_at  # noqa: E402
 from core.library import Library  # noqa: E402
 from core.records import SearchFilters  # noqa: E402
-from core.rerank import RerankParams, maxsim, passage_order, rerank  # noqa: E402
-from core.retrieval import rrf_fuse  # noqa: E402
+from core.retrieval.fusion import FusionParams, best_per_document, fuse  # noqa: E402
+from core.retrieval.search import rrf_fuse  # noqa: E402
+from core.retrieval.second_stage import RerankParams, maxsim, passage_order, rerank  # noqa: E402
 from core.store.lookup import (  # noqa: E402
     chunk_embeddings,
     embedding_texts,

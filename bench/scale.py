@@ -123,7 +123,7 @@ def recall(found: list[list[int]], truth: np.ndarray) -> float:
 def query_vectors(library: Library, queries: list[str]) -> np.ndarray:
     import hashlib
 
-    from core.embedding import embed_queries
+    from core.embedding.models import embed_queries
 
     key = hashlib.sha256(
         ("\n".join(queries) + "\0" + library.index_config).encode("utf-8")

@@ -1,4 +1,4 @@
-"""Indexing that stays out of the way (core/throttle.py): the CPU share indexing achieves
+"""Indexing that stays out of the way (core/indexing/throttle.py): the CPU share indexing achieves
 against the share requested, and how much it slows another program, all in one run.
 
 A competing program (a separate process spinning on one core, counting work units)
@@ -6,7 +6,7 @@ runs throughout. The same small real folder (Markdown built from SciFact sentenc
 indexed into a fresh library once per mode:
 
 * always: today's behaviour, the baseline;
-* always, with the indexing thread at nice +10 (core/threads.py, as the desktop app and
+* always, with the indexing thread at nice +10 (core/indexing/threads.py, as the desktop app and
   the watcher run it), to see what the priority alone buys;
 * share 50, 25 and 10 (% of all cores together; the model embeds on the threads it
   measured fastest at start-up, one here, so "always" itself stays near one core);
@@ -45,10 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synthetic_library import real_sentences
 from core.config import Settings
-from core.embedding import load_embedder
+from core.embedding.models import load_embedder
+from core.indexing.threads import lower_thread_priority
+from core.indexing.throttle import Throttle, cpu_cores
 from core.library import Library
-from core.threads import lower_thread_priority
-from core.throttle import Throttle, cpu_cores
 
 SECTIONS_PER_FILE = 20
 

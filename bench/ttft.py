@@ -9,7 +9,7 @@ same sources, in one run:
 
 - "before": today's instructions with the tag line prepended, the user message without
   its tag line (the old layout, rebuilt here);
-- "after": ``core.generation.prompt.fit_prompt`` as ``core.qa`` builds it.
+- "after": ``core.generation.prompt.fit_prompt`` as ``core.generation.qa`` builds it.
 
 Each pair is a first question, then a different second one (a follow-up: another
 question, other sources); the second question's time to first token is what a person
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.llm_server import LLMServer
 from core.config import Settings
-from core.embedding import load_embedder
+from core.embedding.models import load_embedder
 from core.generation.llm import OpenAICompatClient
 from core.generation.prompt import (
     ANSWER_TOKENS,
@@ -51,8 +51,8 @@ from core.generation.prompt import (
     fit_prompt,
     new_tag,
 )
+from core.generation.qa import _dates
 from core.library import Library
-from core.qa import _dates
 from core.records import Hit
 
 SQUAD = Path("/work/shared/data/squad-small/squad_small.json")
@@ -174,7 +174,7 @@ def run_pairs(
 ) -> dict[str, Any]:
     model = client.served_model("default")
     context_length = client.context_length(model)
-    # As core.qa._fit sizes the answer for a server with a fixed context.
+    # As core.generation.qa._fit sizes the answer for a server with a fixed context.
     answer_tokens = ANSWER_TOKENS
     if context_length:
         answer_tokens = min(ANSWER_TOKENS, max(MIN_ANSWER_TOKENS, context_length // 4))

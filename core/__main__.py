@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import sys
 
-from core.cli import main
+from core.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,7 +20,7 @@ from core.errors import ConfigError
 
 APP_NAME = "Lectern"
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
-# When indexing runs (core/throttle.py): always, only while the computer is otherwise
+# When indexing runs (core/indexing/throttle.py): always, only while the computer is otherwise
 # idle, or within a share (percent) of the computer's CPU, all cores together.
 INDEX_WHEN = ("always", "idle", "share")
 # Where an answer's sources stand in the prompt (core/generation/prompt.py layout) and
@@ -134,12 +134,14 @@ class Settings:
     top_k: int = 6
     candidates: int = 100  # distinct documents per retriever, before fusion
     rrf_k: int = 60  # only for fusion "rrf"
-    fusion: str = "adaptive"  # "adaptive" (score-aware, per query; core/fusion.py) or "rrf"
-    # Hybrid search re-scores its top documents by late interaction (core/rerank.py):
+    fusion: str = (
+        "adaptive"  # "adaptive" (score-aware, per query; core/retrieval/fusion.py) or "rrf"
+    )
+    # Hybrid search re-scores its top documents by late interaction (core/retrieval/second_stage.py):
     # their passages are encoded again at query time, a fraction of a second.
     rerank: bool = True
     # An answer's candidate sources are put in order by the LLM itself first
-    # (core/llm_rerank.py): seconds before the answer starts, so off unless asked for.
+    # (core/retrieval/llm_order.py): seconds before the answer starts, so off unless asked for.
     llm_rerank: bool = False
     # The sources a model reads are the passages found widened to their neighbouring
     # chunks of the same section, as far as the prompt has room (core/generation/widen.py).
@@ -158,10 +160,10 @@ class Settings:
     # The longest answer a model may write, in tokens: a small model can repeat itself
     # until this limit (SmolLM2-135M at temperature 0 did, at 1.5 tokens/s on a busy CPU).
     answer_max_tokens: int = 1024
-    # One of core.embedding.MODELS; changing it re-embeds the library (never mixed).
+    # One of core.embedding.models.MODELS; changing it re-embeds the library (never mixed).
     embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     # The app offers the multilingual model to a library mostly not in English
-    # (core/languages.py) until the person switches or says not now.
+    # (core/embedding/languages.py) until the person switches or says not now.
     model_offer_declined: bool = False
     chunk_overlap_sentences: int = 0
     parse_timeout_s: float = 60.0

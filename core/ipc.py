@@ -25,7 +25,7 @@ version ``v`` and an ``op``; replies are JSON lines with the same ``v``.
   ``document_id`` and the unrounded ``score``
 * ``ask`` (``question``, ``conversation``, ``model``, ``k``, ``use_llm``, ``llm``, ``scope``,
   ``Scope.to_json()`` or null): one
-  ``{"event": {...}}`` line per event of :func:`core.qa.ask` as it happens, the last one
+  ``{"event": {...}}`` line per event of :func:`core.generation.qa.ask` as it happens, the last one
   a ``done`` or an ``error``; closing the connection cancels the answer.
 
 A failed request gets ``{"ok": false, "error": {"type", "message", "hint"}}``: the
@@ -59,8 +59,8 @@ from core.records import FILE_STATUSES, Citation, FileEntry, Hit, Scope, Span
 
 if TYPE_CHECKING:
     from core.config import Settings
+    from core.generation.qa import Event, WarningEvent
     from core.library import Library
-    from core.qa import Event, WarningEvent
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def error_from_wire(wire: Mapping[str, Any]) -> LecternError:
 def event_to_wire(event: Event) -> dict[str, object]:
     """One answer event as ``lectern ask --json`` writes its parts, plus what the
     command needs to print the answer and its sources as text."""
-    from core.qa import (
+    from core.generation.qa import (
         CitationsEvent,
         DoneEvent,
         DraftEvent,
@@ -259,7 +259,7 @@ def event_to_wire(event: Event) -> dict[str, object]:
 
 
 def _warning_from(wire: Mapping[str, Any]) -> WarningEvent:
-    from core.qa import WarningEvent
+    from core.generation.qa import WarningEvent
 
     return WarningEvent(
         message=str(wire["message"]), kind=str(wire["kind"]), model=str(wire.get("model", ""))
@@ -267,7 +267,7 @@ def _warning_from(wire: Mapping[str, Any]) -> WarningEvent:
 
 
 def event_from_wire(wire: Mapping[str, Any]) -> Event:
-    from core.qa import (
+    from core.generation.qa import (
         CitationsEvent,
         DoneEvent,
         DraftEvent,
@@ -625,7 +625,7 @@ class Server:
 
     def _ask(self, request: Mapping[str, Any], conn: socket.socket) -> None:
         from core.generation.llm import LLMClient, make_client
-        from core.qa import ask
+        from core.generation.qa import ask
 
         question = _text(request, "question")
         conversation = _optional_int(request, "conversation", least=0)
@@ -820,7 +820,7 @@ class RemoteLibrary:
         return result
 
     def file_list(self, folder: str | None = None, status: str | None = None) -> list[FileEntry]:
-        from core.scan import normalize_folder
+        from core.indexing.scan import normalize_folder
 
         result = self._call(
             {
@@ -845,7 +845,7 @@ class RemoteLibrary:
         *,
         scope: Scope | None = None,
     ) -> list[Hit]:
-        from core.scan import normalize_folder
+        from core.indexing.scan import normalize_folder
 
         result = self._call(
             {
@@ -875,7 +875,7 @@ class RemoteLibrary:
         k: int | None = None,
         scope: Scope | None = None,
     ) -> Iterator[Event]:
-        """The events of :func:`core.qa.ask`, answered by the running Lectern with this
+        """The events of :func:`core.generation.qa.ask`, answered by the running Lectern with this
         command's settings (model, server, number of sources). Closing the iterator (or
         Ctrl-C while waiting) hangs up, which cancels the answer there."""
         llm: dict[str, str] = {}
@@ -914,7 +914,7 @@ class RemoteLibrary:
 
 def _scope_to_wire(scope: Scope | None) -> dict[str, list[str]] | None:
     """A scope for the server; its folders relative to this command's folder."""
-    from core.scan import normalize_folder
+    from core.indexing.scan import normalize_folder
 
     if scope is None:
         return None

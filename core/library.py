@@ -19,9 +19,16 @@ from pathlib import Path
 
 import duckdb
 
-from core.chunking import Chunker
+from core.chunking.passages import Chunker
 from core.config import Settings, load_settings
-from core.embedding import MODELS, Embedder, WordPieceCounter, load_embedder
+from core.embedding.languages import (
+    LANGUAGE_SAMPLE,
+    LanguageMix,
+    ModelAdvice,
+    language_mix,
+    model_advice,
+)
+from core.embedding.models import MODELS, Embedder, WordPieceCounter, load_embedder
 from core.errors import (
     ConfigError,
     DamagedStoreError,
@@ -31,11 +38,11 @@ from core.errors import (
     ReadOnlyLibraryError,
     StoreError,
 )
-from core.fusion import fusion_params
-from core.indexer import Controls, Indexer, ProgressCallback
+from core.indexing.indexer import Controls, Indexer, ProgressCallback
+from core.indexing.reembed import Reembedding, ReembedStatus, SwitchGate
+from core.indexing.scan import normalize_folder
 from core.ingest.ocr import OcrOptions
 from core.ingest.sandbox import ParserPool
-from core.languages import LANGUAGE_SAMPLE, LanguageMix, ModelAdvice, language_mix, model_advice
 from core.records import (
     Collection,
     Conversation,
@@ -51,10 +58,9 @@ from core.records import (
     SearchFilters,
     WordBox,
 )
-from core.reembed import Reembedding, ReembedStatus, SwitchGate
-from core.rerank import RerankParams
-from core.retrieval import Retriever
-from core.scan import normalize_folder
+from core.retrieval.fusion import fusion_params
+from core.retrieval.search import Retriever
+from core.retrieval.second_stage import RerankParams
 from core.store import ocr as ocr_store
 from core.store.backup import RecordBackup
 from core.store.collections import CollectionStore
@@ -82,7 +88,7 @@ class Library:
         defer_model: bool = False,
     ) -> None:
         """``migrate``: re-embed in the background after a change of model (see
-        core/reembed.py). The app, `lectern index` and `lectern watch` do; short
+        core/indexing/reembed.py). The app, `lectern index` and `lectern watch` do; short
         commands (`lectern status`, `search`, `ask`) pass False and leave it to them.
 
         ``defer_model``: the model is loaded by someone else (the app, beside opening the
@@ -149,7 +155,7 @@ class Library:
             self._start_reembedding()
 
     def set_index_pace(self, when: str, cpu_share: int) -> None:
-        """When indexing may run (core/throttle.py); a running index or watcher batch
+        """When indexing may run (core/indexing/throttle.py); a running index or watcher batch
         follows the change at its next file or batch."""
         self.indexer.throttle.configure(when, cpu_share)
 
@@ -366,14 +372,14 @@ class Library:
     @property
     def index_config(self) -> str:
         overlap = self.settings.chunk_overlap_sentences
-        from core.chunking import CHUNKER_VERSION
+        from core.chunking.passages import CHUNKER_VERSION
 
         return f"{self._model_id}|chunker {CHUNKER_VERSION}|overlap {overlap}"
 
     def _check_index_config(self) -> None:
         """Vectors of two models (or chunkings) must never be mixed. A change of model
         alone keeps the index and the old model answering while the new one re-embeds
-        in the background (core/reembed.py); any other change drops every chunk and
+        in the background (core/indexing/reembed.py); any other change drops every chunk and
         queues every document for re-indexing."""
         stored = self.db.get_meta("index_config")
         if self.read_only:
@@ -506,7 +512,7 @@ class Library:
 
     def change_embedding_model(self, model_id: str) -> None:
         """Switch to ``model_id`` while the library stays open: re-embedded in the
-        background while the current model answers (core/reembed.py), as after a change
+        background while the current model answers (core/indexing/reembed.py), as after a change
         of ``embedding_model`` in settings.json and a reopen."""
         if model_id not in MODELS:
             raise ConfigError(
@@ -718,7 +724,7 @@ class Library:
             # The model is on its way (see ``defer_model``): keyword now rather than
             # seconds of waiting; hybrid ranks a document without vectors the same way.
             mode = "bm25"
-        with self._gate.reading():  # never across a switch of model (core/reembed.py)
+        with self._gate.reading():  # never across a switch of model (core/indexing/reembed.py)
             return self.retriever.search(query, k or self.settings.top_k, mode, filters)
 
     # --- collections and scopes -------------------------------------------------------
@@ -881,7 +887,7 @@ class Library:
         return (0 if self.keyword.status() in ("rebuilding", "unavailable") else chunks), embedded
 
     def language_mix(self) -> LanguageMix:
-        """The languages of a sample of the library's passages (core/languages.py),
+        """The languages of a sample of the library's passages (core/embedding/languages.py),
         sampled again only once the library has grown or shrunk by a tenth: `status`,
         the app's snapshots and the evals all ask, and a sample reads a thousand
         passages."""
@@ -950,9 +956,9 @@ class Library:
         return self.conversations.search(query, limit)
 
     def export_conversation(self, conversation_id: int, path: str | Path | None = None) -> str:
-        """The conversation as Markdown with its cited passages (core/export.py); written
+        """The conversation as Markdown with its cited passages (core/generation/export.py); written
         to ``path`` too when one is given."""
-        from core.export import conversation_markdown, write_export
+        from core.generation.export import conversation_markdown, write_export
 
         conversation = self.conversations.require(conversation_id)
         text = conversation_markdown(conversation, self.conversations.turns(conversation_id))

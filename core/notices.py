@@ -69,7 +69,7 @@ def _canonical(name: str) -> str:
 
 # Required by a dependency but left out of the bundle (packaging/lectern.spec excludes
 # their modules): the model package asks for sentence-transformers, which brings the
-# rest; Lectern loads the model through transformers alone (core/embedding.py). Their
+# rest; Lectern loads the model through transformers alone (core/embedding/models.py). Their
 # own requirements are followed only if something shipped needs them too.
 NOT_BUNDLED = frozenset(
     {"sentence-transformers", "scikit-learn", "scipy", "joblib", "threadpoolctl", "narwhals"}

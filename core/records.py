@@ -120,7 +120,7 @@ class ParsedDocument:
     # within the parser's limits (a sheet cut at its cell limit, messages that failed).
     notice: str = ""
     # Documents carried inside this file (a mail's attachments), each stored as a
-    # document of its own at "<this file's path>/<name>" (see core.scan.attachment_path).
+    # document of its own at "<this file's path>/<name>" (see core.indexing.scan.attachment_path).
     attachments: tuple[tuple[str, ParsedDocument], ...] = ()
     # Pages with no text layer that show an image: OCR reads them in a later, slower pass.
     needs_ocr: tuple[int, ...] = ()
@@ -434,7 +434,7 @@ class IndexProgress:
     # Files of this run that keyword search finds (written, and the keyword index
     # refreshed since): the rest of ``files_done`` becomes so within a second.
     files_searchable: int = 0
-    # Why the run is holding ("" while it works): e.g. core.throttle.WAITING_IDLE.
+    # Why the run is holding ("" while it works): e.g. core.indexing.throttle.WAITING_IDLE.
     waiting_reason: str = ""
 
     @property

@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return self_test(args[1:])
     if args[:1] == ["--cli"]:
         # The packaged app has one executable; the headless engine rides along in it.
-        from core.cli import main as cli
+        from core.cli.main import main as cli
 
         return cli(args[1:])
     folders = [a for a in args if not a.startswith("-")]

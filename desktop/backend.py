@@ -40,8 +40,8 @@ from desktop.rich import count_of
 from desktop.workers import Background, Task, TaskContext, describe_error
 
 if TYPE_CHECKING:
-    from core.embedding import Embedder
-    from core.languages import ModelAdvice
+    from core.embedding.languages import ModelAdvice
+    from core.embedding.models import Embedder
     from core.library import Library
 
 log = logging.getLogger(__name__)
@@ -81,9 +81,9 @@ class LibrarySnapshot:
     chunks: int = 0
     documents: int = 0
     embedded: int = 0  # passages searchable by meaning (the rest by keyword only, for now)
-    # A change of embedding model in progress, in words (core/reembed.py); "" when none.
+    # A change of embedding model in progress, in words (core/indexing/reembed.py); "" when none.
     switching: str = ""
-    # The model the library's languages call for, and why (core/languages.py); "" when
+    # The model the library's languages call for, and why (core/embedding/languages.py); "" when
     # there is nothing to offer, or the person said not now.
     advice: str = ""
     advice_model: str = ""
@@ -294,8 +294,8 @@ class Backend(QObject):
                 # Import the answering code here rather than on the UI thread after the
                 # first answer, where pulling in httpx would freeze the window a moment
                 # (an answer asked before Ready imports it on its own thread).
-                import core.qa  # noqa: F401
-                from core.embedding import load_embedder
+                import core.generation.qa  # noqa: F401
+                from core.embedding.models import load_embedder
 
                 if embedder is not None:
                     return embedder  # handed over loaded (tests): the caller's to warm
@@ -850,7 +850,7 @@ class Backend(QObject):
         def answer(library: Library, ctx: TaskContext) -> None:
             from core.errors import ConfigError
             from core.generation.llm import make_client
-            from core.qa import DoneEvent, WarningEvent, ask
+            from core.generation.qa import DoneEvent, WarningEvent, ask
 
             client = None
             problem: WarningEvent | None = None
@@ -1070,7 +1070,7 @@ class Backend(QObject):
     def _llm_evidence(self, event: Any) -> None:
         """What an answer just showed about the server beats what the last check said."""
         from core.errors import LLMError, ModelNotFoundError
-        from core.qa import DoneEvent, ErrorEvent, WarningEvent
+        from core.generation.qa import DoneEvent, ErrorEvent, WarningEvent
 
         settings, status = self.settings, self.llm_status
         url = status.url or llm_address(settings)

@@ -1,6 +1,6 @@
 """The conversation panel: ask (or search), watch the answer arrive, check its sources.
 
-Answers stream in through ``core.qa.ask`` events. Tokens are appended to the turn and the
+Answers stream in through ``core.generation.qa.ask`` events. Tokens are appended to the turn and the
 answer is re-rendered at most every few tens of milliseconds, so a fast model never makes
 the window spend its time re-laying out text. The verified answer from the final event
 replaces the streamed text, and its citation markers become links to the evidence panel.
@@ -933,7 +933,7 @@ class ConversationPanel(QFrame):
             self._update_state()
 
     def _event(self, widget: TurnWidget, event: Any) -> None:
-        from core.qa import (
+        from core.generation.qa import (
             CitationsEvent,
             DoneEvent,
             DraftEvent,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from core.errors import LecternError
-from core.export import plain_quote
+from core.generation.export import plain_quote
 from core.records import WordBox
 from desktop.backend import Backend
 from desktop.locate import _folded as folded

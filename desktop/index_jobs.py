@@ -48,7 +48,7 @@ class IndexJobQueue:
 
     def take(self) -> IndexJob:
         # Imported here: the window is on screen before DuckDB and numpy are loaded.
-        from core.indexer import Controls
+        from core.indexing.indexer import Controls
 
         job = self._jobs.pop(0)
         job.controls = Controls()
@@ -69,7 +69,7 @@ def run_job(library: Library, job: IndexJob, report: Callable[[object, bool], No
 
     def progress(p: IndexProgress) -> None:
         nonlocal waiting
-        # A wait starting or ending is always shown (core/throttle.py).
+        # A wait starting or ending is always shown (core/indexing/throttle.py).
         changed, waiting = p.waiting_reason != waiting, p.waiting_reason
         report(p, p.finished or changed)
 

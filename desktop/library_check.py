@@ -1,6 +1,6 @@
 """The library check in the app: how well Lectern finds things in this library.
 
-The same check as `lectern eval --library` (core/eval_library.py), run on a worker thread;
+The same check as `lectern eval --library` (core/evaluation/library_check.py), run on a worker thread;
 the dialog shows its verdict in plain words, the figures per search mode, and offers a
 new question set. The configured language model writes the questions when it runs.
 """
@@ -30,7 +30,7 @@ MODE_NAMES = {"hybrid": "Keyword and meaning", "bm25": "Keyword only", "dense": 
 
 def run_check(library: Library, fresh: bool, use_model: bool) -> dict[str, Any]:
     """The check, with questions written by the configured model when it answers."""
-    from core.eval_library import check_library, model_writer
+    from core.evaluation.library_check import check_library, model_writer
 
     return check_library(
         library, fresh=fresh, ask_model=model_writer(library) if use_model else None

@@ -6,8 +6,8 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from core.indexing.throttle import BUSY_WAITING
 from core.records import Document, IndexProgress, IndexReport
-from core.throttle import BUSY_WAITING
 from desktop.backend import Backend, LibrarySnapshot
 from desktop.file_list import FileListWindow, next_step
 from desktop.index_jobs import IndexJob
@@ -229,7 +229,7 @@ class LibraryPanel(QFrame):
         switch_row.addWidget(self.switch_button)
         switch_row.addStretch(1)
         layout.addLayout(switch_row)
-        # The library check (core/eval_library.py): how well search does on this library.
+        # The library check (core/evaluation/library_check.py): how well search does on this library.
         self.check_button = QPushButton("Check search quality", objectName="secondaryButton")
         self.check_button.setToolTip(
             "Measure how well Lectern finds things in your documents, on questions made from them"
@@ -241,7 +241,7 @@ class LibraryPanel(QFrame):
         check_row.addStretch(1)
         layout.addLayout(check_row)
         self.check_button.hide()
-        # The embedding model the library's languages call for (core/languages.py),
+        # The embedding model the library's languages call for (core/embedding/languages.py),
         # offered until the person switches or says not now.
         self.model_offer = QFrame(objectName="modelOffer")
         offer = QVBoxLayout(self.model_offer)
@@ -669,7 +669,7 @@ class LibraryPanel(QFrame):
             self.progress_card.show()
             self._set_summary_visible(False)
         paused = self.backend.paused
-        # Waiting for the computer to be idle (Settings > Indexing, core/throttle.py).
+        # Waiting for the computer to be idle (Settings > Indexing, core/indexing/throttle.py).
         waiting = bool(p.waiting_reason) and not paused
         verb = "Paused" if paused else "Waiting" if waiting else "Indexing"
         # Files are written (keyword-searchable) first and embedded behind: the bar counts

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from core.export import export_file_name
+from core.generation.export import export_file_name
 from desktop.about import AboutDialog
 from desktop.backend import Backend
 from desktop.conversation_panel import ConversationPanel

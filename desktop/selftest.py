@@ -1,7 +1,7 @@
 """``Lectern --self-test [DIR]``: the engine's self-test plus the parts only the app has.
 
 Runs with Qt's offscreen platform so it works on a build machine with no display. Beyond
-``core.selftest`` (index, search, answer) it proves that the bundle carries what the
+``core.evaluation.selftest`` (index, search, answer) it proves that the bundle carries what the
 window needs: the Qt platform plugin, QtPdf able to render a page, the icons and style
 sheet, and the licence notices the About dialog shows.
 """
@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from core.selftest import StepFailed, run_self_test
+from core.evaluation.selftest import StepFailed, run_self_test
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

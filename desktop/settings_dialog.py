@@ -8,8 +8,8 @@ from typing import Any
 
 from core.config import Settings
 from core.generation.pull import byte_size
-from core.llm_rerank import LLM_RERANK_CANDIDATES
-from core.throttle import IDLE_THRESHOLD, Throttle, cpu_cores
+from core.indexing.throttle import IDLE_THRESHOLD, Throttle, cpu_cores
+from core.retrieval.llm_order import LLM_RERANK_CANDIDATES
 from desktop.backend import Backend
 from desktop.model_probe import LLMStatus, llm_address, model_matches, probe_llm
 from desktop.qt import (

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from core.redaction import blank_answer
+from core.generation.redaction import blank_answer
 from desktop.qt import (
     QFrame,
     QGuiApplication,
@@ -534,7 +534,7 @@ class TurnWidget(QFrame):
     def forget_sources(self, kept: Callable[[str], bool]) -> bool:
         """Blank the text of the sources whose document is no longer in the library (not
         ``kept``), and the answer's sentences citing or quoting them, as the stored
-        conversation does (core/redaction.py); True when any was."""
+        conversation does (core/generation/redaction.py); True when any was."""
         turn = self.turn
         gone = {s.path for s in turn.sources if not s.removed and not kept(s.path)}
         if not gone:

@@ -1,4 +1,4 @@
-"""Keeping folders in sync while the window is open, with ``core.watch.FolderWatcher``.
+"""Keeping folders in sync while the window is open, with ``core.indexing.watch.FolderWatcher``.
 
 The watcher calls back on its own threads; these callbacks only emit Qt signals, which
 Qt queues to the UI thread, so the window reacts to file changes without ever being
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.indexing.watch import AppliedBatch, FolderWatcher
 from core.records import IndexProgress
-from core.watch import AppliedBatch, FolderWatcher
 from desktop.qt import QObject, Signal
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class WatchBridge(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._last = 0.0
-        self._waiting = ""  # a wait starting or ending is always sent (core/throttle.py)
+        self._waiting = ""  # a wait starting or ending is always sent (core/indexing/throttle.py)
 
     def report_progress(self, p: IndexProgress) -> None:
         # Called on the watcher's thread for every file: send a human-rate trickle.

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.errors import LecternError
-from core.threads import lower_thread_priority
+from core.indexing.threads import lower_thread_priority
 from desktop.qt import QObject, QRunnable, QThread, QThreadPool, Signal
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class TaskSignals(QObject):
 
 def lower_current_thread_priority(step: int = 10) -> None:
     """Let the person's foreground work (this window first) win the CPU over ours: the
-    nice value on Linux (see core/threads.py), Qt's thread priority elsewhere."""
+    nice value on Linux (see core/indexing/threads.py), Qt's thread priority elsewhere."""
     if lower_thread_priority(step):
         return
     thread = QThread.currentThread()

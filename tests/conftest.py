@@ -31,7 +31,7 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def embedder():
-    from core.embedding import load_embedder
+    from core.embedding.models import load_embedder
 
     return load_embedder()
 

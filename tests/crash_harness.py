@@ -30,7 +30,7 @@ PDF_NAMES = ("acroform.pdf", "excel-table-export.pdf", "google-docs-export.pdf",
 BROKEN_PDF = "empty-zero-bytes.pdf"
 MAX_PASSAGE_CHARS = 450
 try:
-    from core.indexer import PUBLISH_EVERY_S  # long runs publish keyword search as they go
+    from core.indexing.indexer import PUBLISH_EVERY_S  # long runs publish keyword search as they go
 except ImportError:
     PUBLISH_EVERY_S = 30.0  # about one chunk per file: the run stays within minutes
 
@@ -160,7 +160,7 @@ def lectern_env(home: Path) -> dict[str, str]:
 
 def lectern(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "core.cli.main", *args],
         cwd=REPO,
         env=lectern_env(home),
         capture_output=True,
@@ -231,7 +231,7 @@ def index_and_kill(
     size changes seen)."""
     before = _signature(home)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "core.cli", "index", str(folder), "--json"],
+        [sys.executable, "-m", "core.cli.main", "index", str(folder), "--json"],
         cwd=REPO,
         env=lectern_env(home),
         stdout=subprocess.DEVNULL,

@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 
 from core.records import SECOND_STAGE_NOTE, second_stage_state
-from core.rerank import RerankParams, rerank_counted
-from core.retrieval import SecondStagePace
+from core.retrieval.search import SecondStagePace
+from core.retrieval.second_stage import RerankParams, rerank_counted
 from tests.conftest import REPO
 from tests.helpers import text_hit, write_files
 
 WAIT_POLICY_PROBE = """
 import os, sys
 sys.path.insert(0, {repo!r})
-from core.embedding import SentenceTransformerEmbedder
+from core.embedding.models import SentenceTransformerEmbedder
 SentenceTransformerEmbedder(encoding="fp32", threads=2).embed(["one", "two", "three", "four", "five"])
 print(os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"))
 """
@@ -166,7 +166,7 @@ def test_lectern_search_prints_the_note_when_the_stage_was_cut(
 ) -> None:
     import json
 
-    from core import cli
+    from core.cli import main as cli
 
     docs = write_files(tmp_path / "docs", NOTES)
     assert cli.main(["index", str(docs)]) == 0
@@ -197,7 +197,7 @@ def test_the_search_list_says_when_the_computer_was_too_busy(qtbot: Any) -> None
 
 
 def test_indexing_threads_follow_the_cores_that_are_free() -> None:
-    from core.embedding import ThreadChooser
+    from core.embedding.models import ThreadChooser
 
     chooser = ThreadChooser(start=1, cores=2)  # a probe taken while another program ran
     assert chooser.candidates == [1, 2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.embedding import Embedder, load_embedder
+from core.embedding.models import Embedder, load_embedder
 from core.errors import ContextTooSmallError
 from core.generation.citations import (
     REFUSAL,

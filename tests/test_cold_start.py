@@ -27,7 +27,7 @@ EMBEDDING_STACK = ("sentence_transformers", "transformers", "torch")
 # last line of standard error (standard output is the command's own).
 _RUN_AND_REPORT = """
 import json, sys
-from core.cli import main
+from core.cli.main import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exc:
@@ -95,7 +95,7 @@ def test_model_loaded_without_sentence_transformers_encodes_as_it_does() -> None
     own encode() gives for the same folder."""
     from sentence_transformers import SentenceTransformer
 
-    from core.embedding import SentenceTransformerEmbedder, bundled_model_path
+    from core.embedding.models import SentenceTransformerEmbedder, bundled_model_path
 
     texts = [
         p.read_text(encoding="utf-8", errors="replace")[:1500]

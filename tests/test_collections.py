@@ -1,6 +1,6 @@
 """Collections and conversation scopes: real files indexed with the real model in real
 DuckDB, searched and asked (extractively: no model server) inside a scope, through the
-Library, core.qa.ask and the `lectern` command."""
+Library, core.generation.qa.ask and the `lectern` command."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from core.config import Settings
 from core.errors import CollectionError, CollectionNotFoundError
+from core.generation.qa import DoneEvent, ErrorEvent, ask
 from core.library import Library
-from core.qa import DoneEvent, ErrorEvent, ask
 from core.records import Scope
 from tests.conftest import SAMPLE_DOCS
 
@@ -190,7 +190,7 @@ def test_scope_labels_for_the_question_box() -> None:
 def test_cli_collections_and_scoped_search_and_ask(
     lib: Library, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import EXIT_ERROR, main
+    from core.cli.main import EXIT_ERROR, main
 
     eng = folder_of(lib, "engineering")
     lib.close()  # the command opens the library itself

@@ -20,15 +20,15 @@ import pytest
 
 from core.config import Settings
 from core.errors import ConversationNotFoundError, ExportError, InvalidTitleError
-from core.export import (
+from core.generation.export import (
     conversation_markdown,
     export_file_name,
     plain_quote,
     write_export,
 )
 from core.generation.llm import OllamaClient
+from core.generation.qa import DoneEvent, ask
 from core.library import Library
-from core.qa import DoneEvent, ask
 from core.store.backup import RecordBackup
 from core.store.conversations import TITLE_MAX_CHARS, ConversationStore
 from core.store.db import Database
@@ -304,7 +304,7 @@ def test_export_of_a_removed_file_says_the_passage_is_gone(
     lib.conversations.forget_documents(paths)
     text = lib.export_conversation(ids[CARD])
     assert "its file was removed from the library" in text
-    # The answer's sentences quoting it went with it (core/redaction.py); the rest stays.
+    # The answer's sentences quoting it went with it (core/generation/redaction.py); the rest stays.
     stored = lib.conversations.turns(ids[CARD])[0]
     assert stored.answer.strip() in text and turn.question in text
     assert "EUR 75 per person" in turn.answer and "EUR 75 per person" not in text
@@ -380,7 +380,7 @@ def test_export_to_a_full_disk_leaves_an_older_export_whole(
 def test_cli_list_search_rename_export(
     home: Path, ids: dict[str, int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     assert main(["conversations", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

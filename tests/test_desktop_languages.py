@@ -14,7 +14,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt
 
 from core.config import load_settings
-from core.embedding import MULTILINGUAL_MODEL_ID
+from core.embedding.models import MULTILINGUAL_MODEL_ID
 from desktop.main_window import MainWindow
 from tests import test_desktop as base
 from tests.test_languages import ARABIC, ENGLISH, GERMAN

@@ -585,7 +585,7 @@ def test_at_1024x700_the_badge_keeps_its_words_and_the_hint_is_whole(
 
 def test_the_no_model_note_is_a_line_or_two_not_half_the_card(qtbot: Any, theme: Theme) -> None:
     from core.errors import LLMUnavailableError
-    from core.qa import _fallback_warning
+    from core.generation.qa import _fallback_warning
     from desktop.viewmodels import SourceView, TurnView
 
     # The real warning of an answer asked with no server running.

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.embedding import (
+from core.embedding.models import (
     DEFAULT_MODEL_ID,
     MIN_COSINE,
     PRECISIONS,

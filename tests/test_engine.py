@@ -305,7 +305,7 @@ def test_cli_json_contracts(lectern_home: Path, sample_folder: Path) -> None:
 def test_squad_small_retrieval_quality(
     tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from core.eval import evaluate
+    from core.evaluation.beir import evaluate
 
     monkeypatch.setenv("LECTERN_HOME", str(tmp_path / "home"))
     summary = evaluate(shared_data / "squad-small" / "beir", modes=("hybrid", "bm25", "dense"))

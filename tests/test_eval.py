@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import retrieval_multilingual as bench
-from core.cli import main
+from core.cli.main import main
 
 DOCS = {
     "d1": ("Glaciers", "Stakes drilled into the ice cap show how far the glacier retreated."),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
+from core.cli.main import main
 from core.errors import DatasetError
-from core.eval_answers import (
+from core.evaluation.answers import (
     AnswerQuestion,
     citation_supported,
     contains_gold,
@@ -22,7 +22,7 @@ from core.eval_answers import (
     write_paragraphs,
 )
 from core.generation.citations import REFUSAL
-from core.qa import DoneEvent
+from core.generation.qa import DoneEvent
 from core.records import Citation, Hit, Span
 from tests.fake_ollama import FakeOllama
 from tests.helpers import text_hit

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
+from core.cli.main import main
 from core.config import Settings
-from core.embedding import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID
-from core.eval_library import SET_FILE, check_library, half_remembered, load_questions
+from core.embedding.models import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID
+from core.evaluation.library_check import SET_FILE, check_library, half_remembered, load_questions
 from core.library import Library
 from tests.fake_ollama import FakeOllama, Messages
 from tests.test_languages import ENGLISH, GERMAN

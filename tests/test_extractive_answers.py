@@ -1,7 +1,7 @@
 """The answer without a language model, through the calls the app makes: real files (a CSV
 of books, a Federal-Register-like PDF, a scanned page, a mail, a PDF set in a symbol font,
 slides, a note with its own bracketed references) indexed into a real Library with the
-real model, then ``core.qa.ask(..., use_llm=False)``.
+real model, then ``core.generation.qa.ask(..., use_llm=False)``.
 
 Each test is a finding of issue 28 (item 3) or 29 that failed before the fix: a row of a
 sheet is the answer, with its column names; the sentence with the date, not the header
@@ -24,9 +24,9 @@ import pytest
 
 from core.config import Settings
 from core.generation.citations import REFUSAL, parse_citations
+from core.generation.qa import DoneEvent, ask
 from core.ingest import ocr
 from core.library import Library
-from core.qa import DoneEvent, ask
 from tests.conftest import SAMPLE_DOCS, SHARED_DATA
 
 SCANNED = SHARED_DATA / "pdfs" / "scanned-non-text-searchable.pdf"

@@ -168,7 +168,7 @@ def test_the_record_round_trips_through_json(mixed_library: tuple[Library, Path]
 def test_lectern_files_lists_failed_first_and_filters(
     mixed_library: tuple[Library, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     library, folder = mixed_library
     library.close()  # the command opens the library itself

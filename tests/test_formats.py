@@ -516,7 +516,7 @@ def test_attachments_are_documents_that_follow_their_mail(library: object, tmp_p
 
 
 def _ask(library: object, question: str) -> object:
-    from core.qa import DoneEvent, ask
+    from core.generation.qa import DoneEvent, ask
 
     events = list(ask(library, question, use_llm=False, store=False))
     done = events[-1]

@@ -109,7 +109,7 @@ def indexed(library: Library, sample_folder: Path, monkeypatch: pytest.MonkeyPat
 def test_lectern_ask_with_a_bad_address_quotes_the_documents(
     indexed: Library, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:abc")
     assert main(["ask", "Who approves expense claims above EUR 2,500?", "--json"]) == 0
@@ -162,8 +162,8 @@ def test_settings_that_are_not_an_object_are_a_config_error(tmp_path: Path) -> N
 def test_a_bad_beir_line_names_the_file_and_line(
     lectern_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
-    from core.eval import load_beir
+    from core.cli.main import main
+    from core.evaluation.beir import load_beir
 
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
@@ -182,7 +182,7 @@ def test_a_bad_beir_line_names_the_file_and_line(
 def test_k_below_one_is_a_usage_error(
     command: str, k: str, lectern_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     with pytest.raises(SystemExit) as raised:
         main([command, "anything", "-k", k])
@@ -193,7 +193,7 @@ def test_k_below_one_is_a_usage_error(
 def test_a_blank_query_asks_for_words(
     lectern_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     assert main(["search", "   "]) == 2
     err = capsys.readouterr().err
@@ -201,7 +201,7 @@ def test_a_blank_query_asks_for_words(
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     with pytest.raises(SystemExit) as raised:
         main(["--version"])
@@ -212,14 +212,14 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_main_turns_any_error_into_a_plain_message(
     lectern_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import core.cli
+    import core.cli.main
 
     def broken(_args: object) -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(core.cli, "cmd_status", broken)
+    monkeypatch.setattr(core.cli.main, "cmd_status", broken)
     monkeypatch.delenv("LECTERN_DEBUG", raising=False)
-    assert core.cli.main(["status"]) == 2
+    assert core.cli.main.main(["status"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "something unexpected went wrong" in err
     assert "LECTERN_DEBUG=1" in err and str(lectern_home / "cli-error.log") in err
@@ -227,20 +227,20 @@ def test_main_turns_any_error_into_a_plain_message(
 
     monkeypatch.setenv("LECTERN_DEBUG", "1")
     with pytest.raises(RuntimeError):
-        core.cli.main(["status"])
+        core.cli.main.main(["status"])
 
     def interrupted(_args: object) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(core.cli, "cmd_status", interrupted)
-    assert core.cli.main(["status"]) == 130
+    monkeypatch.setattr(core.cli.main, "cmd_status", interrupted)
+    assert core.cli.main.main(["status"]) == 130
     assert "Traceback" not in capsys.readouterr().err
 
     def refused(_args: object) -> int:
         raise LecternError("It broke.", "Do this next.")
 
-    monkeypatch.setattr(core.cli, "cmd_status", refused)
-    assert core.cli.main(["status"]) == 2
+    monkeypatch.setattr(core.cli.main, "cmd_status", refused)
+    assert core.cli.main.main(["status"]) == 2
     assert capsys.readouterr().err == "Error: It broke.\nHint: Do this next.\n"
 
 

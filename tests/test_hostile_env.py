@@ -26,8 +26,8 @@ import psutil
 import pytest
 
 from core.config import NUMERIC_BOUNDS, Settings, load_settings
+from core.indexing.scan import disk_path, stored_path
 from core.library import Library
-from core.scan import disk_path, stored_path
 
 REPO = Path(__file__).resolve().parents[1]
 LECTERN = Path(sys.executable).parent / "lectern"
@@ -214,10 +214,10 @@ def test_search_printing_to_an_ascii_terminal(hostile: tuple[Path, Path, Path]) 
 
 
 def test_every_argument_is_either_text_or_a_path() -> None:
-    """A new argument must be sorted into one of the two (core/cli_common.py): a word is
+    """A new argument must be sorted into one of the two (core/cli/common.py): a word is
     decoded as UTF-8 in an ASCII locale, a path is left as the OS gave it."""
-    from core.cli import build_parser
-    from core.cli_common import PATH_ARGUMENTS, TEXT_ARGUMENTS
+    from core.cli.common import PATH_ARGUMENTS, TEXT_ARGUMENTS
+    from core.cli.main import build_parser
 
     assert not TEXT_ARGUMENTS & PATH_ARGUMENTS
     parser, _ = build_parser()
@@ -389,7 +389,7 @@ def test_an_impossible_poll_interval_is_a_usage_error(tmp_path: Path, value: str
 
 
 def test_the_watcher_refuses_an_interval_its_threads_cannot_wait(library: Library) -> None:
-    from core.watch import FolderWatcher
+    from core.indexing.watch import FolderWatcher
 
     for bad in (math.inf, math.nan, 0.0, -1.0, 1e12):
         with pytest.raises(ValueError, match="poll_interval_s"):
@@ -398,7 +398,7 @@ def test_the_watcher_refuses_an_interval_its_threads_cannot_wait(library: Librar
 
 FAILING_THREAD = """
 import sys, threading, time
-import core.cli_watch
+import core.cli.watch
 
 def watch(args):
     def die():
@@ -407,8 +407,8 @@ def watch(args):
     while True:
         time.sleep(3600)
 
-core.cli_watch.cmd_watch = watch
-from core.cli import main
+core.cli.watch.cmd_watch = watch
+from core.cli.main import main
 sys.exit(main(["watch"]))
 """
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from core import ipc
-from core.cli_common import ANSWERED_REMOTELY
+from core.cli.common import ANSWERED_REMOTELY
 from core.config import Settings
 from core.library import Library
 from tests.conftest import REPO, SAMPLE_DOCS

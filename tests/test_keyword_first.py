@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from core.config import Settings
-from core.fusion import fuse
-from core.indexer import Controls
+from core.indexing.indexer import Controls
 from core.library import Library
 from core.records import IndexProgress
+from core.retrieval.fusion import fuse
 
 WORDS = ["zanzibarite", "quoxalene", "vellicorn", "tressimund", "obrulite", "myrrhandel"]
 

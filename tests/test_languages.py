@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main, status_lines
+from core.cli.main import main, status_lines
 from core.config import Settings
-from core.embedding import MULTILINGUAL_MODEL_ID
-from core.languages import (
+from core.embedding.languages import (
     OFFER_FROM_SHARE,
     LanguageMix,
     language_mix,
     model_advice,
     passage_language,
 )
+from core.embedding.models import MULTILINGUAL_MODEL_ID
 from core.library import Library
 
 ENGLISH = [

@@ -18,10 +18,10 @@ import pytest
 
 from bench.llm_server import LLMServer
 from core.config import Settings
-from core.embedding import load_embedder
+from core.embedding.models import load_embedder
 from core.generation.llm import OpenAICompatClient, make_client
+from core.generation.qa import DoneEvent, DraftEvent, ErrorEvent, SourcesEvent, TokenEvent, ask
 from core.library import Library
-from core.qa import DoneEvent, DraftEvent, ErrorEvent, SourcesEvent, TokenEvent, ask
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.llm
@@ -210,7 +210,7 @@ def test_models_command_names_the_servers_model(
     import argparse
     import io
 
-    from core.cli_answer import cmd_models
+    from core.cli.answer import cmd_models
 
     home = tmp_path / "home"
     home.mkdir()

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from core.cli_answer import cmd_ask
+from core.cli.answer import cmd_ask
 from core.config import Settings
 from core.generation.llm import OllamaClient
+from core.generation.qa import SourcesEvent
 from core.library import Library
-from core.llm_rerank import LLM_RERANK_CANDIDATES, parse_order
-from core.qa import SourcesEvent
+from core.retrieval.llm_order import LLM_RERANK_CANDIDATES, parse_order
 from tests.fake_ollama import FakeOllama, Messages, default_answer, sources_in
 from tests.helpers import write_files
 from tests.test_qa import NOTE, done_of, qa_library, run  # noqa: F401 - the module's library

@@ -401,7 +401,7 @@ def _as_nobody(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
             "--clear-groups",
             sys.executable,
             "-m",
-            "core.cli",
+            "core.cli.main",
             *args,
         ],
         cwd=REPO,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.chunking import Chunker
-from core.embedding import WordPieceCounter
+from core.chunking.passages import Chunker
+from core.embedding.models import WordPieceCounter
 from core.ingest import pdf
 from core.records import BlockKind, ParsedDocument
 from tests.conftest import SAMPLE_DOCS, SHARED_DATA

@@ -14,7 +14,7 @@ import pytest
 
 from core.config import Settings, load_settings
 from core.errors import ConfigError, DatasetError
-from core.eval_answers import evaluate_answers, load_questions
+from core.evaluation.answers import evaluate_answers, load_questions
 from core.generation.llm import OllamaClient
 from core.generation.prompt import (
     NEWEST_RULE,
@@ -23,10 +23,10 @@ from core.generation.prompt import (
     build_messages,
     layout,
 )
+from core.generation.qa import DoneEvent, ask
 from core.library import Library
-from core.llm_rerank import rerank_messages
-from core.qa import DoneEvent, ask
 from core.records import Hit
+from core.retrieval.llm_order import rerank_messages
 from tests.fake_ollama import FakeOllama, Messages, quote_first_source
 from tests.helpers import text_hit
 

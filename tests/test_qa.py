@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
-from core.embedding import load_embedder
+from core.embedding.models import load_embedder
 from core.generation.citations import REFUSAL
 from core.generation.llm import OllamaClient, OpenAICompatClient
-from core.library import Library
-from core.qa import (
+from core.generation.qa import (
     DoneEvent,
     DraftEvent,
     ErrorEvent,
@@ -26,6 +25,7 @@ from core.qa import (
     WarningEvent,
     ask,
 )
+from core.library import Library
 from core.store.conversations import ConversationStore
 from core.store.db import Database
 from tests.fake_ollama import FakeOllama, Messages, quote_first_source, sources_in
@@ -474,7 +474,7 @@ def cli_env(
 
 
 def test_cli_ask_json(cli_env: FakeOllama, capsys: pytest.CaptureFixture[str]) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     assert main(["ask", "Who was the leader of the Norse raiders?", "--json"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
@@ -488,7 +488,7 @@ def test_cli_ask_json(cli_env: FakeOllama, capsys: pytest.CaptureFixture[str]) -
 def test_cli_ask_streams_then_lists_sources(
     cli_env: FakeOllama, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     assert main(["ask", "What is the membership fee for 2024?"]) == 0
     out = capsys.readouterr().out
@@ -498,7 +498,7 @@ def test_cli_ask_streams_then_lists_sources(
 def test_cli_ask_errors_and_fallback(
     cli_env: FakeOllama, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     # A missing model still answers by quoting, and says how to get the model.
     assert main(["ask", "Who led the Norse?", "--model", "mistral"]) == 0
@@ -512,7 +512,7 @@ def test_cli_ask_errors_and_fallback(
 
 
 def test_cli_models_and_pull(cli_env: FakeOllama, capsys: pytest.CaptureFixture[str]) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     assert main(["models"]) == 0
     assert "llama3.2:latest" in capsys.readouterr().out

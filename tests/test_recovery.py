@@ -338,7 +338,7 @@ def test_full_disk_stops_indexing_plainly_and_reading_keeps_working(
         else:
             # Without the check ahead of writing, DuckDB's own "No space left" is
             # reported the same way.
-            monkeypatch.setattr("core.indexer.MIN_FREE_BYTES", 0)
+            monkeypatch.setattr("core.indexing.indexer.MIN_FREE_BYTES", 0)
             filler = fill(small_disk, leave_bytes=256 * 1024)
 
         with pytest.raises(DiskFullError) as caught:

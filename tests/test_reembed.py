@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import core.reembed
-from core.cli import status_lines
+import core.indexing.reembed
+from core.cli.main import status_lines
 from core.config import Settings
-from core.embedding import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID, load_embedder
+from core.embedding.models import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID, load_embedder
 from core.ipc import connect, serve
 from core.library import Library
 from tests.helpers import write_files
@@ -116,8 +116,8 @@ def _side_rows(library: Library) -> int:
 @pytest.fixture()
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two passages per batch: a handful of files make several batches."""
-    monkeypatch.setattr(core.reembed, "BATCH_CHUNKS", 2)
-    monkeypatch.setattr(core.reembed, "SLICE_TEXTS", 2)
+    monkeypatch.setattr(core.indexing.reembed, "BATCH_CHUNKS", 2)
+    monkeypatch.setattr(core.indexing.reembed, "SLICE_TEXTS", 2)
 
 
 def test_old_model_answers_until_the_new_one_has_every_passage(
@@ -330,7 +330,7 @@ def test_the_app_shows_the_switch_where_it_shows_what_is_searchable(
 def test_lectern_index_stays_until_the_switch_and_status_says_so(
     tmp_path: Path, lectern_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     folder = _folder(tmp_path)
     assert main(["index", str(folder)]) == 0

@@ -1,4 +1,4 @@
-"""The second stage (core/rerank.py): MaxSim over the model's word-piece states."""
+"""The second stage (core/retrieval/second_stage.py): MaxSim over the model's word-piece states."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.rerank import RerankParams, maxsim, maxsim_scorer, passage_order, rerank
+from core.retrieval.second_stage import RerankParams, maxsim, maxsim_scorer, passage_order, rerank
 
 
 def _unit(rows: list[list[float]]) -> np.ndarray:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.fusion import FusionParams, best_per_document, bm25_share, fuse
+from core.retrieval.fusion import FusionParams, best_per_document, bm25_share, fuse
 
 # --- fusion -------------------------------------------------------------------------
 

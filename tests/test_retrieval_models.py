@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from core.config import Settings
-from core.embedding import (
+from core.embedding.models import (
     DEFAULT_MODEL_ID,
     MULTILINGUAL_MODEL_ID,
     load_embedder,

@@ -21,9 +21,9 @@ from core.config import Settings
 from core.generation.citations import SpanFinder, strip_citations, to_spans, verify_answer
 from core.generation.llm import OllamaClient, OpenAICompatClient
 from core.generation.prompt import fit_prompt
+from core.generation.qa import DoneEvent, SourcesEvent, ask
 from core.generation.widen import prompt_room, widen, widen_for_prompt
 from core.library import Library
-from core.qa import DoneEvent, SourcesEvent, ask
 from core.records import Hit
 from core.store.lookup import chunk_neighbours
 from tests.fake_ollama import FakeOllama, Messages, sources_in
@@ -216,7 +216,7 @@ def test_ask_sends_the_widened_passage_and_cites_the_exact_sentence(
 
 @pytest.fixture(scope="module")
 def real_library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
-    from core.embedding import load_embedder
+    from core.embedding.models import load_embedder
 
     root = tmp_path_factory.mktemp("small-to-big")
     settings = Settings(home=root / "home", small_to_big=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.chunking import Chunker
+from core.chunking.passages import Chunker
 from core.ingest.text import parse as parse_text
 from core.text import split_sentences
 
@@ -71,7 +71,7 @@ def test_chunk_token_counts_are_exact_and_counted_once(tmp_path) -> None:
     bounds what the model reads), yet the chunker does not count a chunk's text again
     when its sentences were joined across whitespace: their counts add up exactly, and
     counting twice made token counting half of the indexer's work beside the model."""
-    from core.embedding import WordPieceCounter
+    from core.embedding.models import WordPieceCounter
 
     tokenizer = WordPieceCounter()
     counted_chars = 0

@@ -1,4 +1,4 @@
-"""Indexing that stays out of the way (core/throttle.py): only while the computer is
+"""Indexing that stays out of the way (core/indexing/throttle.py): only while the computer is
 otherwise idle, or within a share of its CPU. Measured with real CPU burners, a real
 library and the real model; no assertion on how long anything takes."""
 
@@ -20,10 +20,8 @@ import pytest
 
 from core.config import Settings, load_settings
 from core.errors import ConfigError
-from core.indexer import Controls
-from core.library import Library
-from core.records import IndexProgress, IndexReport
-from core.throttle import (
+from core.indexing.indexer import Controls
+from core.indexing.throttle import (
     BUSY_WAITING,
     SHARE_CREDIT_S,
     WAITING_IDLE,
@@ -32,6 +30,8 @@ from core.throttle import (
     others_share,
     share_wait,
 )
+from core.library import Library
+from core.records import IndexProgress, IndexReport
 
 # The test machine is shared: "busy" here is every core spinning, and "idle" anything
 # below nine tenths of that, so other work on the machine does not decide the outcome.
@@ -331,8 +331,8 @@ def test_indexing_settings_round_trip(lectern_home: Path) -> None:
 def test_status_and_the_progress_line_say_why_indexing_waits() -> None:
     from io import StringIO
 
-    from core.cli import build_parser, indexing_lines
-    from core.cli_common import ProgressBar
+    from core.cli.common import ProgressBar
+    from core.cli.main import build_parser, indexing_lines
 
     assert indexing_lines({"when": "idle", "waiting": WAITING_IDLE}) == [
         f"Indexing: {BUSY_WAITING}"

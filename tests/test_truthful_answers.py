@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 from core.config import Settings
+from core.generation.qa import DoneEvent, ask
+from core.generation.redaction import REMOVED_SENTENCE
 from core.library import Library
-from core.qa import DoneEvent, ask
 from core.records import Citation, Hit, IndexProgress, IndexReport, Span
-from core.redaction import REMOVED_SENTENCE
 from core.store.conversations import ConversationStore
 from core.store.db import Database
 from tests.conftest import SAMPLE_DOCS
@@ -171,7 +171,7 @@ def test_a_written_answer_loses_the_sentences_citing_or_quoting_a_removed_file(
 def test_files_removed_and_back_one_after_another_restore_each_its_own_sentences() -> None:
     """Two files removed at different times, then back in the other order: each gives
     back its own passage and sentences, wherever the other's placeholder moved them."""
-    from core.redaction import blank_turn, restore_turn
+    from core.generation.redaction import blank_turn, restore_turn
 
     texts = {
         "/d/a.txt": "Otters hold hands while they sleep in the kelp beds of the bay.",
@@ -350,7 +350,7 @@ def test_a_question_asked_while_the_first_folder_is_read_says_how_much_is_not_se
         (folder / f"log-{i:02d}.txt").write_text(
             f"Ship log {i}: the schooner Mirabel anchored in bay number {i}.\n", encoding="utf-8"
         )
-    from core.indexer import Controls
+    from core.indexing.indexer import Controls
 
     controls = Controls()
     controls.pause()  # the run plans its files, then holds before reading any
@@ -387,7 +387,7 @@ def test_a_question_asked_while_the_first_folder_is_read_says_how_much_is_not_se
 def test_lectern_files_escapes_control_and_bidi_characters(
     library: Library, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.cli.main import main
 
     folder = tmp_path / "names"
     folder.mkdir()
@@ -416,7 +416,7 @@ def test_lectern_files_escapes_control_and_bidi_characters(
 
 @pytest.fixture()
 def watched(library: Library) -> Iterator[Callable[..., Any]]:
-    from core.watch import FolderWatcher
+    from core.indexing.watch import FolderWatcher
 
     watchers: list[FolderWatcher] = []
 
@@ -436,8 +436,8 @@ def watched(library: Library) -> Iterator[Callable[..., Any]]:
 def test_files_deleted_or_renamed_during_a_long_run_leave_within_seconds(
     library: Library, tmp_path: Path, watched: Callable[..., Any]
 ) -> None:
-    from core.indexer import Controls
-    from core.watch import WATCHING
+    from core.indexing.indexer import Controls
+    from core.indexing.watch import WATCHING
     from tests.test_engine import assert_consistent
 
     notes = tmp_path / "notes"

@@ -34,7 +34,7 @@ def _sentences(scifact: Path, limit: int) -> list[str]:
 def real(embedder: object, shared_data: Path) -> tuple[np.ndarray, np.ndarray]:
     """9,600 vectors (600 real sentence embeddings, each with 15 perturbed copies) and 40
     real train-query embeddings."""
-    from core.embedding import embed_queries
+    from core.embedding.models import embed_queries
 
     base = np.asarray(embedder.embed(_sentences(shared_data / "scifact", 600)), dtype=np.float32)  # type: ignore[attr-defined]
     rng = np.random.default_rng(14)

@@ -23,10 +23,8 @@ from typing import Any
 import pytest
 
 from core.config import Settings
-from core.library import Library
-from core.records import IndexProgress, IndexReport
-from core.scan import iter_files
-from core.watch import (
+from core.indexing.scan import iter_files
+from core.indexing.watch import (
     NETWORK_FILESYSTEMS,
     OFFLINE,
     POLLING,
@@ -35,6 +33,8 @@ from core.watch import (
     FolderWatcher,
     filesystem_type,
 )
+from core.library import Library
+from core.records import IndexProgress, IndexReport
 from tests.helpers import drain, files_done
 from tests.test_engine import assert_consistent
 
@@ -475,14 +475,14 @@ def test_polling_fallback_when_the_watch_limit_is_reached(
 ) -> None:
     from watchdog.observers import Observer
 
-    import core.watch
+    import core.indexing.watch
 
     class ExhaustedObserver(Observer):  # type: ignore[misc, valid-type]
         # What inotify_add_watch answers when fs.inotify.max_user_watches is used up.
         def schedule(self, *args: Any, **kwargs: Any) -> Any:
             raise OSError(errno.ENOSPC, "inotify watch limit reached")
 
-    monkeypatch.setattr(core.watch, "Observer", ExhaustedObserver)
+    monkeypatch.setattr(core.indexing.watch, "Observer", ExhaustedObserver)
     statuses: list[tuple[str, str, str]] = []
     watcher, _ = start_watcher(
         notes, poll_interval_s=0.3, on_status=lambda *s: statuses.append(tuple(s))

@@ -24,7 +24,7 @@ from core.records import Citation, Hit, Span
 from core.text import content_words, overlap, split_sentences
 
 if TYPE_CHECKING:
-    from core.embedding import Embedder
+    from core.embedding.models import Embedder
 
 PageLookup = Callable[[Hit, int], "int | None"]  # (hit, document offset) -> page
 

@@ -74,7 +74,7 @@ from core.records import SHEET_TYPES, Citation, Hit
 from core.text import STOPWORDS, content_words, words
 
 if TYPE_CHECKING:
-    from core.embedding import Embedder
+    from core.embedding.models import Embedder
 
 OVERLAP_WEIGHT = 0.35  # keyword overlap added to the cosine similarity
 TYPE_BONUS = 0.08  # the unit holds what the question asks for (a date for "when")

@@ -56,7 +56,7 @@ _MODULES = {
     "eml": "core.ingest.mail:parse_eml",
     "mbox": "core.ingest.mail:parse_mbox",
 }
-# Formats whose files carry documents of their own (attachments, see core.scan).
+# Formats whose files carry documents of their own (attachments, see core.indexing.scan).
 CONTAINER_TYPES: frozenset[str] = frozenset({"eml", "mbox"})
 # Text-based formats: a PDF saved under one of these names is still read as a PDF.
 _TEXT_KINDS = frozenset({"txt", "md", "html", "csv", "rtf", "eml", "mbox"})

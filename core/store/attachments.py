@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from core.scan import disk_path, stored_path
+from core.indexing.scan import disk_path, stored_path
 from core.store.db import Database
 
 

@@ -5,7 +5,7 @@ used for retrieval, the answer and how it was made, and JSON copies of the sourc
 citations shown, so an old answer can be displayed (and its spans highlighted) without
 re-running anything. When a file leaves the library, :meth:`forget_documents` blanks the
 text copied from it (the passages, and the answer sentences drawing on them: see
-core/redaction.py), so no removed document lingers in the history or its search; when the
+core/generation/redaction.py), so no removed document lingers in the history or its search; when the
 same file is indexed again, :meth:`bring_back_documents` gives the turns their text back.
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 import duckdb
 
 from core.errors import ConversationNotFoundError, InvalidTitleError, StoreError
+from core.generation.redaction import BlankedTurn, blank_older, blank_turn, restore_turn
+from core.indexing.scan import disk_path, stored_path
 from core.records import Citation, Conversation, ConversationMatch, Hit, Turn
-from core.redaction import BlankedTurn, blank_older, blank_turn, restore_turn
-from core.scan import disk_path, stored_path
 from core.store.backup import RecordBackup
 from core.store.db import Database
 
@@ -375,7 +375,7 @@ class ConversationStore:
 
     def forget_documents(self, paths: Iterable[str]) -> int:
         """Take the text copied from ``paths`` out of stored turns: the passages, the
-        quotes, and the answer sentences and notes drawing on them (core/redaction.py);
+        quotes, and the answer sentences and notes drawing on them (core/generation/redaction.py);
         returns turns changed. The backup is rewritten with them."""
         gone = set(paths)
         if not gone:

@@ -485,7 +485,7 @@ def _migration_6(con: duckdb.DuckDBPyConnection) -> None:
 
 def _migration_7(con: duckdb.DuckDBPyConnection) -> None:
     # A change of embedding model re-embeds every chunk in the background while the old
-    # vectors keep answering (core/reembed.py): the new model's vectors wait here, by
+    # vectors keep answering (core/indexing/reembed.py): the new model's vectors wait here, by
     # chunk id, until all are done and one transaction swaps them in.
     con.execute(
         """CREATE TABLE IF NOT EXISTS reembed(

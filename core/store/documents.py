@@ -4,7 +4,7 @@ Every query on these tables lives here, so a column is changed in one module. Wr
 through ``Database.transaction`` (the writer lock), and a document's rows are replaced in
 one transaction so a reader never sees half of a file.
 
-Paths go in through ``stored_path`` and come out through ``disk_path`` (core/scan.py): a
+Paths go in through ``stored_path`` and come out through ``disk_path`` (core/indexing/scan.py): a
 file name that is not valid UTF-8 is stored as valid text and handed back as the name the
 file has on disk, so callers only ever see the paths the OS gives them.
 """
@@ -20,6 +20,7 @@ from datetime import datetime
 import duckdb
 import numpy as np
 
+from core.indexing.scan import disk_path, display_text, stored_path
 from core.records import (
     FILE_STATUSES,
     Chunk,
@@ -31,7 +32,6 @@ from core.records import (
     PreparedFile,
     embedding_text,
 )
-from core.scan import disk_path, display_text, stored_path
 from core.store import ocr as ocr_words
 from core.store.db import Database
 from core.store.lookup import id_list

@@ -95,7 +95,7 @@ FRESH_NAMES = ("kw_fresh_a", "kw_fresh_b")
 # Digits are kept (the fts default drops them): error codes, figures and identifiers are
 # exactly what people search by keyword. Letters are any script's (the default keeps only
 # a-z, so Russian, Greek, Arabic or CJK text was not keyword-searchable at all). A change
-# here needs a rebuilt keyword index: it goes with CHUNKER_VERSION in core/chunking.py.
+# here needs a rebuilt keyword index: it goes with CHUNKER_VERSION in core/chunking/passages.py.
 IGNORE_PATTERN = r"(\\.|[^\p{L}\p{N}])+"
 # fts's one stemmer (Porter, for English) leaves other scripts' words as they are, so a
 # Russian "ёжики" never met "ежей". Words written wholly in one of these scripts are

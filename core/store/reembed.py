@@ -1,5 +1,5 @@
 """The re-embedding side table: a new model's vectors for the library's chunks, kept
-apart from ``chunks.embedding`` until every live chunk has one (core/reembed.py).
+apart from ``chunks.embedding`` until every live chunk has one (core/indexing/reembed.py).
 
 Progress is the table itself, so a migration interrupted by a crash or a close resumes
 where it stopped. The old model's vectors in ``chunks`` are never touched until

@@ -381,7 +381,7 @@ def scene_conversations(
 
 def main() -> int:
     from core.config import Settings
-    from core.embedding import load_embedder
+    from core.embedding.models import load_embedder
     from desktop.backend import Backend
     from desktop.main_window import MainWindow
     from desktop.theme import Theme

@@ -162,7 +162,7 @@ class SelfTest:
 
     def _answer(self, library: Library) -> str:
         from core.generation.llm import make_client
-        from core.qa import DoneEvent, ErrorEvent, ask
+        from core.generation.qa import DoneEvent, ErrorEvent, ask
 
         settings = library.settings
         client = make_client(settings)
@@ -205,7 +205,7 @@ class SelfTest:
 
 
 def _extractive_answer(library: Library) -> str:
-    from core.qa import DoneEvent, ErrorEvent, ask
+    from core.generation.qa import DoneEvent, ErrorEvent, ask
 
     question = _probe_question(library)
     for event in ask(library, question, use_llm=False, store=False):

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from core import __version__
+from core.indexing.throttle import BUSY_WAITING
 from core.records import IndexProgress
-from core.throttle import BUSY_WAITING
 
 if TYPE_CHECKING:
     from core.errors import IndexBusyError

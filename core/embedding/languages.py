@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from core.embedding import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID
+from core.embedding.models import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID
 from core.store.keyword import LANGUAGE_MARKERS
 
 ENGLISH = "English"

@@ -1,6 +1,6 @@
 """Answer evaluation: the generation half of ``lectern eval`` (``--answers``).
 
-Every question goes through ``core.qa.ask``, the call the app and ``lectern ask`` make,
+Every question goes through ``core.generation.qa.ask``, the call the app and ``lectern ask`` make,
 over an ordinary ``Library`` in a scratch data folder: mode "none" answers without a
 model (sentences extracted from the sources), mode "llm" with the server the settings
 name (Ollama or an OpenAI-compatible one). Answers are not stored.
@@ -50,7 +50,7 @@ from core.errors import (
     LLMUnavailableError,
     ModelNotFoundError,
 )
-from core.eval import jsonl_rows
+from core.evaluation.beir import jsonl_rows
 from core.generation.citations import strip_citations
 from core.library import Library
 from core.records import Citation, IndexProgress
@@ -58,7 +58,7 @@ from core.text import content_words, overlap
 
 if TYPE_CHECKING:
     from core.generation.llm import LLMClient
-    from core.qa import DoneEvent
+    from core.generation.qa import DoneEvent
 
 GROUPS = ("answerable", "unanswerable", "out_of_corpus")
 MODES = ("none", "llm")
@@ -175,7 +175,7 @@ def score_answer(
     documents: Path | None = None,
     question_to_first_token_s: float | None = None,
 ) -> QuestionResult:
-    """``done`` (a ``core.qa.DoneEvent``) scored against ``question``. ``first_token_s``
+    """``done`` (a ``core.generation.qa.DoneEvent``) scored against ``question``. ``first_token_s``
     is the time to the first token as the mode defines it; ``documents`` is the folder the
     gold document names are relative to."""
     declined = done.mode == "declined"
@@ -438,7 +438,7 @@ def _ask_all(
     log: TextIO | None,
 ) -> tuple[list[QuestionResult], list[str]]:
     """Every question through ``ask``; the scored answers and the errors' messages."""
-    from core.qa import DoneEvent, ErrorEvent, TokenEvent, ask
+    from core.generation.qa import DoneEvent, ErrorEvent, TokenEvent, ask
 
     results: list[QuestionResult] = []
     errors: list[str] = []
@@ -496,7 +496,7 @@ def _conversation(library: Library, history: Sequence[str]) -> int | None:
     """A conversation holding ``history``, for a follow-up question; None without history.
     The earlier questions are answered without the model: their answers only feed the
     follow-up's rewrite, and a model answer each would double a run's time."""
-    from core.qa import DoneEvent, ask
+    from core.generation.qa import DoneEvent, ask
 
     conversation: int | None = None
     for earlier in history:
@@ -625,7 +625,7 @@ def evaluate_answers(
     started = time.monotonic()
     with Library(eval_settings) as library:
         report = library.index([docs], progress=progress)
-        # As in core/eval.py: never answer from another model's vectors or a keyword
+        # As in core/evaluation/beir.py: never answer from another model's vectors or a keyword
         # index still being rebuilt in another format.
         library.wait_for_model_switch()
         library.wait_for_keyword_rebuild()

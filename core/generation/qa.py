@@ -78,13 +78,13 @@ from core.generation.prompt import (
 )
 from core.generation.widen import widen_for_prompt
 from core.library import Library
-from core.llm_rerank import LLM_RERANK_CANDIDATES, llm_order
 from core.records import Citation, Hit, Scope, Turn
+from core.retrieval.llm_order import LLM_RERANK_CANDIDATES, llm_order
 from core.store.conversations import ConversationStore
 from core.text import content_words
 
 if TYPE_CHECKING:
-    from core.embedding import Embedder
+    from core.embedding.models import Embedder
 
 MODES = ("generated", "extractive", "declined")
 REWRITE_CONTEXT = 4096
@@ -651,7 +651,7 @@ def _retrieve(q: _Question, k: int) -> Generator[Event, None, list[Hit] | None]:
 def _llm_reorder(
     q: _Question, client: LLMClient, model: str, hits: list[Hit]
 ) -> tuple[list[Hit], LLMError | None]:
-    """The candidates in the order the model puts them (core/llm_rerank.py), and the
+    """The candidates in the order the model puts them (core/retrieval/llm_order.py), and the
     error when the server is down or lacks the model (the answer is then extractive, from
     the candidates in search order)."""
     try:

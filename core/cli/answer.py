@@ -1,6 +1,6 @@
 """The answering subcommands of ``lectern``: ``ask``, ``models`` and ``pull``.
 
-``register(subparsers)`` adds them and returns ``{name: handler}``; core/cli.py calls the
+``register(subparsers)`` adds them and returns ``{name: handler}``; core/cli/main.py calls the
 handler with the parsed arguments and turns a raised LecternError into a message, a hint
 and a non-zero exit status. ``ask`` reports its own errors (the answer stream carries
 them) and exits 0 whenever an answer was given, extractive fallbacks included.
@@ -18,21 +18,21 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from core.cli_args import positive_int
+from core.cli.args import positive_int
 from core.config import load_settings
 from core.errors import ConfigError, LecternError
 from core.generation.citations import REFUSAL
 from core.generation.extractive import EXTRACTIVE_NOTE
 from core.generation.llm import ModelInfo, PullProgress, make_client
-from core.llm_rerank import rerank_note
 from core.records import Citation
+from core.retrieval.llm_order import rerank_note
 
 if TYPE_CHECKING:
     from core.ipc import RemoteLibrary
 
 Handler = Callable[[argparse.Namespace], int]
 
-EXIT_ERROR = 2  # same as core/cli.py for a LecternError
+EXIT_ERROR = 2  # same as core/cli/main.py for a LecternError
 EXIT_INTERRUPTED = 130
 
 
@@ -48,7 +48,7 @@ def register(subparsers: Any) -> dict[str, Handler]:
         "--no-llm", action="store_true", help="extract sentences instead of asking a model server"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    from core.cli_collections import add_scope_arguments
+    from core.cli.collections import add_scope_arguments
 
     add_scope_arguments(p)
 
@@ -118,10 +118,9 @@ def answer_json(done: Any) -> dict[str, object]:
 def cmd_ask(
     args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
-    from core.cli_common import running_library
+    from core.cli.common import running_library
     from core.errors import IndexBusyError
-    from core.library import Library
-    from core.qa import (
+    from core.generation.qa import (
         DoneEvent,
         DraftEvent,
         ErrorEvent,
@@ -131,6 +130,7 @@ def cmd_ask(
         WarningEvent,
         ask,
     )
+    from core.library import Library
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -158,7 +158,7 @@ def cmd_ask(
                 message=f"{exc.message} These are sentences extracted from your documents "
                 f"instead of a written answer. {exc.hint}",
             )
-    from core.cli_collections import scope_from_args
+    from core.cli.collections import scope_from_args
 
     scope = scope_from_args(args)
     try:

@@ -27,7 +27,7 @@ from core.config import Settings, load_settings
 from core.errors import DatasetError
 from core.library import Library
 from core.records import Hit, IndexProgress
-from core.rerank import RerankParams
+from core.retrieval.second_stage import RerankParams
 
 CUTOFFS = (5, 10, 20, 50)
 CHUNK_DEPTH = 200  # chunks fetched per query, enough to rank 50 documents
@@ -190,7 +190,7 @@ def indexed_beir(
     with Library(eval_settings) as library:
         report = library.index([docs], progress=progress)
         # A scratch index built with another model switches to this one in the background
-        # (core/reembed.py); the run must not search with the old one meanwhile.
+        # (core/indexing/reembed.py); the run must not search with the old one meanwhile.
         library.wait_for_model_switch()
         # Nor with a keyword index still being rebuilt in another format.
         library.wait_for_keyword_rebuild()
@@ -273,7 +273,7 @@ def describe_second_stage(params: RerankParams | None) -> str:
 def configuration(settings: Settings, second_stage: str = "off") -> dict[str, object]:
     """What produced a run's figures: the model, the fusion and its constants, and the
     second stage (as ``describe_second_stage`` put it for the run's searches)."""
-    from core.fusion import fusion_params
+    from core.retrieval.fusion import fusion_params
 
     params = fusion_params(settings.embedding_model, settings.candidates)
     config: dict[str, object] = {

@@ -8,7 +8,7 @@
     lectern collection delete Research
 
 ``lectern search`` and ``lectern ask`` take ``--collection NAME`` (repeatable). Errors
-(an unknown collection, a folder outside the library) are LecternErrors: core/cli.py
+(an unknown collection, a folder outside the library) are LecternErrors: core/cli/main.py
 prints their message and hint and exits with its error status.
 """
 
@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from core.cli_common import open_library, open_reader
+from core.cli.common import open_library, open_reader
 from core.records import Collection, Scope
 
 Handler = Callable[[argparse.Namespace], int]

@@ -27,9 +27,11 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from core.chunking import Chunker
-from core.embedding import Embedder
+from core.chunking.passages import Chunker
+from core.embedding.models import Embedder
 from core.errors import DiskFullError, ParseError, ReadingStoppedError, ScannedError
+from core.indexing.scan import attachment_path, container_in, file_info, is_ignored_in, iter_files
+from core.indexing.throttle import Throttle
 from core.ingest.registry import CONTAINER_TYPES, detect_type, skip_reason
 from core.ingest.sandbox import ParserPool
 from core.records import (
@@ -41,14 +43,12 @@ from core.records import (
     ParsedDocument,
     PreparedFile,
 )
-from core.scan import attachment_path, container_in, file_info, is_ignored_in, iter_files
 from core.store import ocr as ocr_store
 from core.store.attachments import attached_paths
 from core.store.db import MIN_FREE_BYTES, disk_full_error, is_disk_full
 from core.store.documents import DocumentStore, DocumentWrite, Unembedded
 from core.store.keyword import KeywordIndex
 from core.store.vectors import VectorIndex
-from core.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class _RunState:
     last_keyword: float = 0.0  # when keyword search was last refreshed
     keyword_gap: float = 0.0  # seconds until the next refresh, at the least
     model: Embedder | None = None  # once the run has loaded it
-    waiting: str = ""  # why the run is waiting (core/throttle.py), shown with progress
+    waiting: str = ""  # why the run is waiting (core/indexing/throttle.py), shown with progress
     # Between units of work: the throttle's pace; False when the run was cancelled.
     pace: Callable[[], bool] = lambda: True
     failures: list[tuple[str, str]] = field(default_factory=list)

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
-from core.embedding import MULTILINGUAL_MODEL_ID
+from core.embedding.models import MULTILINGUAL_MODEL_ID
 
 Ranked = Sequence[tuple[int, float]]
 

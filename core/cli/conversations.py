@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.cli.terminal import printable
 from core.records import Conversation
-from core.terminal import printable
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -68,7 +68,7 @@ def _line(conversation: Conversation) -> str:
 
 
 def cmd_conversations(args: argparse.Namespace) -> int:
-    from core.cli_common import open_library
+    from core.cli.common import open_library
 
     library = open_library()
     try:
@@ -116,7 +116,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
 
 
 def _export(library: Any, args: argparse.Namespace) -> int:
-    from core.export import export_file_name, write_export
+    from core.generation.export import export_file_name, write_export
 
     text = library.export_conversation(args.id)
     if args.output is None:

@@ -55,7 +55,7 @@ BUSY_WAITING = "waiting · the computer is busy; indexing resumes when it is idl
 
 
 class Cancellable(Protocol):
-    """What a wait watches (core.indexer.Controls has it)."""
+    """What a wait watches (core.indexing.indexer.Controls has it)."""
 
     cancel: threading.Event
 

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from core.cli.terminal import printable
 from core.records import FILE_STATUSES, FileEntry
-from core.terminal import printable
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -36,7 +36,7 @@ def register(subparsers: Any) -> dict[str, Handler]:
 
 
 def cmd_files(args: argparse.Namespace) -> int:
-    from core.cli_common import open_reader
+    from core.cli.common import open_reader
 
     library = open_reader()
     try:
@@ -69,7 +69,7 @@ def cmd_files(args: argparse.Namespace) -> int:
 def file_lines(entries: Sequence[FileEntry]) -> list[str]:
     """One line per file (state, pages, passages, when indexed, path and reason), then a
     total by state. Names and reasons are shown escaped where they hold control or bidi
-    characters (core/terminal.py): a file name must not break its line or reorder it."""
+    characters (core/cli/terminal.py): a file name must not break its line or reorder it."""
     lines = [f"{'STATE':<13} {'PAGES':>5} {'PASSAGES':>8}  {'INDEXED':<16}  FILE"]
     for e in entries:
         when = (

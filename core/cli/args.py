@@ -1,5 +1,5 @@
 """Argument types shared by the ``lectern`` subcommands: in a module of their own so that
-core/cli_answer.py need not import core/cli.py, which imports it."""
+core/cli/answer.py need not import core/cli/main.py, which imports it."""
 
 from __future__ import annotations
 

@@ -46,10 +46,10 @@ from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingObserverVFS
 
 from core.errors import LecternError
-from core.indexer import Controls, ProgressCallback
+from core.indexing.indexer import Controls, ProgressCallback
+from core.indexing.scan import is_ignored_in, normalize_folder
+from core.indexing.threads import lower_thread_priority
 from core.records import IndexReport
-from core.scan import is_ignored_in, normalize_folder
-from core.threads import lower_thread_priority
 
 if TYPE_CHECKING:
     from core.library import Library

@@ -31,7 +31,7 @@ class RerankParams:
     passages_per_document: int = 1  # each by its best placed passage
     weight: float = 1.0  # of the MaxSim z-score against the fused z-score
     # Wall time the stage may take: this many times what its passages take on this
-    # computer unhurried (core/retrieval.py SecondStagePace), and never less than
+    # computer unhurried (core/retrieval/search.py SecondStagePace), and never less than
     # min_budget_s. Twice: an idle machine's variation stays inside it, and a search
     # beside a busy program waits at most about twice as long as on an idle one.
     budget_factor: float = 2.0

@@ -1,0 +1,1 @@
+"""The ``lectern`` command, one module per group of subcommands (``main`` parses and dispatches)."""

@@ -1,0 +1,1 @@
+"""Embedding stage: the models that turn passages and questions into vectors, and the languages each one reads."""
