@@ -43,6 +43,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+try:
+    from bench.record import emit
+except ModuleNotFoundError:  # run as a script: bench/ itself is first on sys.path
+    from record import emit  # type: ignore[no-redef]
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DOCS = REPO / "resources" / "sample-docs"
 QUERY = "mileage"
@@ -309,7 +314,7 @@ def main() -> int:
     result: dict[str, Any] = {"note": args.note, "runs": args.runs}
     for label in sources:
         result[label] = report(label, runs[label])
-    print(json.dumps(result))
+    emit("app_startup", result)
     return 0
 
 

@@ -34,7 +34,6 @@ The last line of output is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
@@ -50,6 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import emit
 from core.embedding.models import load_embedder
 from tests.crash_harness import (
     RECORD_REPAIRS,
@@ -371,7 +371,7 @@ def main_truncate(args: argparse.Namespace) -> int:
             runs.append((baseline, cuts))
         result = truncation_summary(runs)
     result["elapsed_s"] = round(time.monotonic() - started, 1)
-    print(json.dumps(result))
+    emit("crash_torture_truncate", result)
     return 0 if result["ok"] else 1
 
 
@@ -460,7 +460,7 @@ def main() -> int:
         else:
             result["ok"] = False
         result["elapsed_s"] = round(time.monotonic() - started, 1)
-    print(json.dumps(result))
+    emit("crash_torture", result)
     return 0 if result["ok"] else 1
 
 

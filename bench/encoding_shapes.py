@@ -19,7 +19,6 @@ The last line of output is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -30,8 +29,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.indexing import INDEXER_CALL, chunk_like_texts, raw_encode
+from bench.record import emit
 from bench.synthetic_library import real_sentences
-from core.embedding.models import WIDTH_STEP, SentenceTransformerEmbedder, padded_width
+from core.embedding.batching import WIDTH_STEP, padded_width
+from core.embedding.models import SentenceTransformerEmbedder
 
 
 def encode(
@@ -102,7 +103,7 @@ def main() -> int:
             float(np.min(np.sum(vectors[WIDTH_STEP] * vectors[1], axis=1))), 6
         ),
     }
-    print(json.dumps(result))
+    emit("encoding_shapes", result)
     return 0
 
 

@@ -53,6 +53,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import emit  # noqa: E402
 from core.config import Settings  # noqa: E402
 from core.embedding.models import Embedder, load_embedder  # noqa: E402
 from core.generation import extractive  # noqa: E402
@@ -329,7 +330,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--sweep", action="store_true")
     args = parser.parse_args()
-    print(json.dumps(run(args)))
+    emit("extractive_squad", run(args))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ The last line of standard output is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -40,6 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from bench.record import emit
 from core.store.db import Database
 from core.store.documents import DocumentStore
 
@@ -307,7 +307,7 @@ def main() -> int:
         ),
         "per_document_sample": sample,
     }
-    print(json.dumps(result))
+    emit("file_list", result)
     return 0
 
 

@@ -20,7 +20,6 @@ The last line of output is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import emit
 from bench.synthetic_library import percentile, real_sentences, train_queries
 from core.config import Settings
 from core.embedding.models import load_embedder
@@ -164,7 +164,7 @@ def main() -> int:
             f"{busy_s[mode]['p95_ms']} ms max {busy_s[mode]['max_ms']} ms; idle p50 "
             f"{idle_s[mode]['p50_ms']} ms p95 {idle_s[mode]['p95_ms']} ms"
         )
-    print(json.dumps(result))
+    emit("first_search", result)
     return 0
 
 

@@ -18,7 +18,6 @@ The last line of output is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import resource
@@ -31,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import emit
 from bench.synthetic_library import WORDS, build_base, log, percentile
 from core.config import Settings
 from core.embedding.models import load_embedder
@@ -197,7 +197,7 @@ def main() -> int:
         f"{args.bulk} files copied in indexed in {result['bulk_all_indexed_s']} s "
         f"({result['bulk_files_per_s']} files/s) in {len(batches)} batches"
     )
-    print(json.dumps(result))
+    emit("freshness", result)
     return 0
 
 

@@ -43,15 +43,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import emit
 from bench.synthetic_library import percentile, real_sentences
 from core.config import Settings
-from core.embedding.models import (
-    WIDTH_STEP,
-    SentenceTransformerEmbedder,
-    load_embedder,
-    plan_batches,
-    token_fill,
-)
+from core.embedding.batching import WIDTH_STEP, plan_batches, token_fill
+from core.embedding.models import SentenceTransformerEmbedder, load_embedder
 from core.library import Library
 
 SECTIONS_PER_FILE = 50
@@ -415,7 +411,7 @@ def main() -> int:
         f"one lock, {lane['lane_p50_ms']}/{lane['lane_max_ms']} ms with the lane; pipeline/raw "
         f"{pipeline['pipeline_vs_raw_wall']} wall, {pipeline['pipeline_vs_raw_cpu']} CPU"
     )
-    print(json.dumps(result))
+    emit("indexing", result)
     return 0
 
 

@@ -27,7 +27,6 @@ The last line of output is one JSON object with every figure.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import resource
 import statistics
@@ -38,8 +37,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import core.store.keyword as keyword_module
+import core.store.keyword.upkeep as upkeep_module
 from bench.keyword_scale import CHUNKS_PER_DOC, add_documents, log, sentences
+from bench.record import emit
 from core.store.db import Database, scalar
 from core.store.keyword import KeywordIndex
 
@@ -67,11 +67,11 @@ def measure(delta: int, base: int, change: int, rounds: int, pool: list[str]) ->
             cpu, wall = cpu_s(), time.perf_counter()
             with db.write_lock:
                 if way == "fresh":
-                    kw._refresh_delta(kw.state())
+                    kw.upkeep._refresh_delta(kw.state())
                 else:  # as before the fresh snapshot: the whole delta read again
-                    kw._carries = lambda cur, old: False  # type: ignore[method-assign]
-                    kw._rebuild_delta(kw.state())
-                    del kw._carries
+                    kw.upkeep._carries = lambda cur, old: False  # type: ignore[method-assign]
+                    kw.upkeep._rebuild_delta(kw.state())
+                    del kw.upkeep._carries
             figures[way]["cpu_s"].append(cpu_s() - cpu)
             figures[way]["wall_s"].append(time.perf_counter() - wall)
         delta_size = kw.delta_size()
@@ -98,7 +98,7 @@ def growth(target: int, run: int, pool: list[str]) -> dict[str, object]:
             db = Database(Path(tmp) / way / "lectern.duckdb")
             kw = KeywordIndex(db, Path(tmp) / way / "keyword.duckdb")
             if way == "reread":
-                kw._carries = lambda cur, old: False  # type: ignore[method-assign]
+                kw.upkeep._carries = lambda cur, old: False  # type: ignore[method-assign]
             libraries[way] = (db, kw)
         written = 0
         r = 0
@@ -163,10 +163,10 @@ def main() -> int:
             f"{row['chunks']} chunks in {row['runs']} runs: carried {row['carried']} against "
             f"read again {row['reread']} (CPU ratio {row['cpu_ratio_carried_to_reread']})"
         )
-        print(json.dumps({"growth": row}))
+        emit("keyword_refresh_growth", {"growth": row})
         return 0
     # The library stands in for one ten times the delta's size: no merge may start.
-    keyword_module.MERGE_MIN_CHUNKS = 10**9
+    upkeep_module.MERGE_MIN_CHUNKS = 10**9
     pool = sentences()
     rows = []
     for delta in (int(d) for d in args.deltas.split(",")):
@@ -176,7 +176,7 @@ def main() -> int:
             f"{row['whole_delta']} (CPU ratio {row['cpu_ratio_fresh_to_whole']})"
         )
         rows.append(row)
-    print(json.dumps({"refresh": rows}))
+    emit("keyword_refresh", {"refresh": rows})
     return 0
 
 

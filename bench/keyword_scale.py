@@ -1,5 +1,5 @@
 """Keyword (BM25) search latency as the library grows: the shipped search (packed
-postings, core/store/keyword.py) against the query it replaced (a join of the query
+postings, core/store/keyword/scoring.py) against the query it replaced (a join of the query
 terms with fts's one-row-per-token ``terms`` table), interleaved in the same run. The old
 query runs over fts indexes of its own (``legacy.duckdb``, attached as ``lg``) built with
 the same settings over the same base/delta split, and every query's top-k is compared.
@@ -37,17 +37,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import emit
 from bench.synthetic_library import percentile, train_queries
 from core.records import SearchFilters
 from core.store.db import Database, scalar
-from core.store.keyword import (
-    BM25_B,
-    BM25_K1,
-    KeywordIndex,
-    fts_pragma,
-    query_terms_sql,
-    snapshot_rows_sql,
-)
+from core.store.keyword import KeywordIndex
+from core.store.keyword.scoring import BM25_B, BM25_K1
+from core.store.keyword.tokens import fts_pragma, query_terms_sql, snapshot_rows_sql
 from core.store.lookup import filter_clause
 from core.text import split_sentences
 
@@ -353,7 +349,7 @@ def main() -> int:
         db.close()
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     out["load_avg_1m_after"] = round(os.getloadavg()[0], 2)
-    print(json.dumps(out))
+    emit("keyword_scale", out)
     return 0
 
 

@@ -29,6 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import emit  # noqa: E402
 from bench.retrieval_multilingual import write_beir  # noqa: E402
 from core.config import Settings  # noqa: E402
 from core.embedding.models import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID  # noqa: E402
@@ -131,15 +132,14 @@ def main(argv: list[str] | None = None) -> int:
                 "check": {m: sample["modes"][m][RECALL] for m in MODES},
                 "lines": sample["lines"],
             }
-    print(
-        json.dumps(
-            {
-                "bench": "library_check",
-                "depth": DEPTH,
-                "elapsed_s": round(time.monotonic() - started, 1),
-                "sets": results,
-            }
-        )
+    emit(
+        "library_check",
+        {
+            "bench": "library_check",
+            "depth": DEPTH,
+            "elapsed_s": round(time.monotonic() - started, 1),
+            "sets": results,
+        },
     )
     return 0
 

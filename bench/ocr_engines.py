@@ -36,6 +36,11 @@ import pypdfium2 as pdfium
 from PIL import Image
 from pypdf import PdfReader
 
+try:
+    from bench.record import emit
+except ModuleNotFoundError:  # run as a script: bench/ itself is first on sys.path
+    from record import emit  # type: ignore[no-redef]
+
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pdfs"
 SAMPLE = SHARED / "scanned-with-ocr-layer-vicksburg.pdf"
 WORD = re.compile(r"[a-z0-9]+")
@@ -184,7 +189,7 @@ def main() -> None:
         },
         buffer,
     )
-    print(buffer.getvalue())
+    emit("ocr_engines", json.loads(buffer.getvalue()))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
+try:
+    from bench.record import emit
+except ModuleNotFoundError:  # run as a script: bench/ itself is first on sys.path
+    from record import emit  # type: ignore[no-redef]
+
 ROOT = Path(__file__).resolve().parents[1]
 DISPLAY = ":97"
 
@@ -129,7 +134,7 @@ def main() -> int:
         if report.get("archive_bytes"):
             print(f", archive {report['archive_bytes'] / mib:,.0f} MiB", end="")
         print()
-    print(json.dumps(results))
+    emit("package_startup", results)
     return 0
 
 

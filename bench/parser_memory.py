@@ -13,7 +13,6 @@ Prints one line per file and one JSON object on the last line.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import emit
 from core.errors import ParseError
 from core.ingest import ParserPool
 from tests.test_formats import (
@@ -92,7 +92,7 @@ def main() -> int:
             results[name] = measure(make())
             print(name, results[name], flush=True)
     worst = max(float(r["peak_mb"]) for r in results.values())  # type: ignore[arg-type]
-    print(json.dumps({"limit_mb": 1024, "worst_peak_mb": worst, "files": results}))
+    emit("parser_memory", {"limit_mb": 1024, "worst_peak_mb": worst, "files": results})
     return 0
 
 

@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.llm_server import LLMServer  # noqa: E402
+from bench.record import emit  # noqa: E402
 from core.config import Settings  # noqa: E402
 from core.evaluation.answers import evaluate_answers  # noqa: E402
 
@@ -330,19 +331,18 @@ def main(argv: list[str] | None = None) -> int:
             default = variants[0][0]
             best = max(figures, key=lambda n: (_right(figures[n]), n == default))
             results[choice] = {"variants": figures, "default": default, "best": best}
-    print(
-        json.dumps(
-            {
-                "bench": "prompt_choices",
-                "model": args.model,
-                "temperature": 0.0,
-                "max_tokens": args.max_tokens,
-                "squad_questions": args.limit,
-                "conflict_questions": len(CONFLICTS),
-                "elapsed_s": round(time.monotonic() - started, 1),
-                "choices": results,
-            }
-        )
+    emit(
+        "prompt_choices",
+        {
+            "bench": "prompt_choices",
+            "model": args.model,
+            "temperature": 0.0,
+            "max_tokens": args.max_tokens,
+            "squad_questions": args.limit,
+            "conflict_questions": len(CONFLICTS),
+            "elapsed_s": round(time.monotonic() - started, 1),
+            "choices": results,
+        },
     )
     return 0
 

@@ -40,6 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import emit  # noqa: E402
 from core.embedding.models import (  # noqa: E402
     DEFAULT_MODEL_ID,
     MULTILINGUAL_MODEL_ID,
@@ -193,7 +194,7 @@ def main() -> None:
         m: {s: round(r[s]["ndcg@10"] / max(1e-9, base[s]["ndcg@10"]), 3) for s in r}
         for m, r in results.items()
     }
-    print(json.dumps({"results": results, "ndcg_ratio_to_minilm": ratios}))
+    emit("retrieval_multilingual", {"results": results, "ndcg_ratio_to_minilm": ratios})
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import pickle
 import random
 import sys
@@ -47,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.record import emit  # noqa: E402
 from core.config import load_settings  # noqa: E402
 from core.embedding.models import DEFAULT_MODEL_ID, embed_queries, reads_script_of  # noqa: E402
 from core.evaluation.beir import load_beir, materialize, ndcg_at  # noqa: E402
@@ -484,7 +484,7 @@ def main() -> None:
         "joint": joint,
     }
     result = commands[args.command](args)
-    print(json.dumps(result))
+    emit("retrieval_tune", result)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import core.store.keyword as keyword_module
+import core.store.keyword.upkeep as keyword_upkeep
+from bench.record import emit
 from bench.synthetic_library import CACHE, build_base, log, percentile, train_queries
 from core.config import Settings
 from core.library import Library
@@ -266,7 +267,7 @@ def child_cold(args: argparse.Namespace) -> dict:
     root = Path(args.root)
     queries = json.loads((root / "queries.json").read_text())
     if args.warm == "off":
-        keyword_module.warm_page_cache = lambda path: None  # type: ignore[assignment,return-value]
+        keyword_upkeep.warm_page_cache = lambda path: None  # type: ignore[assignment,return-value]
     evict_from_page_cache(root / "home")
     library = Library(Settings(home=root / "home"))
     # As in the app, the first question comes once the model has loaded (seconds).
@@ -348,7 +349,7 @@ def child_merge(args: argparse.Namespace) -> dict:
         "keyword_merge_peak_rss_mb": peak_rss_mb(),
     }
     # As a keyword file rebuilt after damage or an upgrade is: every passage read again.
-    keyword._carries = lambda cur, old: False  # type: ignore[method-assign]
+    keyword.upkeep._carries = lambda cur, old: False  # type: ignore[method-assign]
     t0 = time.monotonic()
     keyword.refresh(force_merge=True)
     out["keyword_reread_s"] = round(time.monotonic() - t0, 1)
@@ -477,7 +478,7 @@ def main() -> int:
         "quick": args.quick,
         "duckdb_memory_limit": MEMORY_LIMIT,
     }
-    print(json.dumps(result))
+    emit("scale", result)
     return 0
 
 

@@ -43,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.record import emit
 from bench.synthetic_library import real_sentences
 from core.config import Settings
 from core.embedding.models import load_embedder
@@ -253,16 +254,15 @@ def main() -> None:
         run["competitor_slowdown"] = round(alone / run.pop("competitor_rate"), 3)
         run["wall_vs_always"] = round(run["wall_s"] / baseline["wall_s"], 2)
         run["cpu_share_vs_always"] = round(run["achieved_share"] / baseline["achieved_share"], 3)
-    print(
-        json.dumps(
-            {
-                "cores": cpu_cores(),
-                "files": args.files,
-                "competitor_rate_alone": round(alone, 2),
-                "competitor_alone_drift": round(alone_after / alone_before, 3),
-                "runs": runs,
-            }
-        )
+    emit(
+        "throttle",
+        {
+            "cores": cpu_cores(),
+            "files": args.files,
+            "competitor_rate_alone": round(alone, 2),
+            "competitor_alone_drift": round(alone_after / alone_before, 3),
+            "runs": runs,
+        },
     )
 
 

@@ -41,6 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.llm_server import LLMServer
+from bench.record import emit
 from core.config import Settings
 from core.embedding.models import load_embedder
 from core.generation.llm import OpenAICompatClient
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     result["pairs"] = args.pairs
     result["predict"] = args.predict
     result["server_ctx"] = args.ctx
-    print(json.dumps(result))
+    emit("ttft", result)
     return 0
 
 

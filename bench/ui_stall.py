@@ -44,6 +44,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QElapsedTimer, QEventLoop, QSettings, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from bench.record import emit  # noqa: E402
+
 TICK_MS = 10
 
 
@@ -418,7 +420,7 @@ def main() -> int:
     window.close()
     fake.stop()
     shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps(result))
+    emit("ui_stall", result)
     return 0
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.parse
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from platformdirs import user_data_dir
 from core.errors import ConfigError
 
 APP_NAME = "Lectern"
-DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 # When indexing runs (core/indexing/throttle.py): always, only while the computer is otherwise
 # idle, or within a share (percent) of the computer's CPU, all cores together.
 INDEX_WHEN = ("always", "idle", "share")
@@ -58,57 +56,6 @@ def data_dir() -> Path:
     return path
 
 
-SERVER_URL_HINT = (
-    "Use the form http://127.0.0.1:11434 (http or https, a host name or address, and a "
-    "port from 1 to 65535)."
-)
-
-
-def check_server_url(url: str, setting: str = "") -> str:
-    """``url`` as given (with ``http://`` added when it has no scheme) if it is a usable
-    model server address, else a ConfigError that names ``setting``.
-
-    urllib only complains about a bad port or bracket when the port is read, deep inside
-    a request; checking here turns that into one clear message wherever the address
-    comes from (OLLAMA_HOST, settings.json, the settings dialog)."""
-    text = url.strip()
-    candidate = text if "://" in text else "http://" + text
-
-    def bad(why: str) -> ConfigError:
-        return ConfigError(
-            f"The model server address {text!r}{f' ({setting})' if setting else ''} is not "
-            f"valid: {why}.",
-            SERVER_URL_HINT,
-        )
-
-    if not text:
-        raise bad("it is empty")
-    if any(ch.isspace() for ch in text):
-        raise bad("it contains spaces")
-    try:
-        parts = urllib.parse.urlsplit(candidate)
-        port = parts.port
-    except ValueError as exc:
-        raise bad(_url_problem(str(exc))) from exc
-    if parts.scheme.lower() not in ("http", "https"):
-        raise bad(f"the scheme must be http or https, not {parts.scheme!r}")
-    if not parts.hostname:
-        raise bad("it has no host name")
-    if port == 0:
-        raise bad("port 0 is not a real port")
-    return candidate
-
-
-def _url_problem(error: str) -> str:
-    if "IPv6" in error:
-        return "an IPv6 address must be closed with ']'"
-    if "out of range" in error:
-        return "the port must be a number from 1 to 65535"
-    if "Port" in error or "port" in error:
-        return "the port must be a number"
-    return error
-
-
 @dataclass(frozen=True)
 class ReplacedSetting:
     """A value in settings.json outside its setting's range, and the one used instead."""
@@ -123,8 +70,10 @@ class ReplacedSetting:
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=data_dir)
-    llm_kind: str = "ollama"  # "ollama" or "openai" (any OpenAI-compatible server)
-    llm_url: str = ""  # empty means OLLAMA_HOST or the Ollama default
+    # A key of core.generation.llm.backends.BACKENDS: "ollama", or "openai" for any
+    # OpenAI-compatible server.
+    llm_kind: str = "ollama"
+    llm_url: str = ""  # empty: the backend's default (for Ollama, OLLAMA_HOST or its own)
     llm_model: str = "llama3.2"
     llm_api_key: str = ""
     # How long a model server that is alive (it answers a status check) may take to read
@@ -196,16 +145,12 @@ class Settings:
 
     @property
     def resolved_llm_url(self) -> str:
-        """The model server address; a malformed one raises ConfigError naming its source."""
-        if self.llm_url.strip():
-            return check_server_url(self.llm_url, "llm_url in settings.json")
-        host = os.environ.get("OLLAMA_HOST", "").strip()
-        if not host:
-            return DEFAULT_OLLAMA_HOST
-        parts = urllib.parse.urlsplit(check_server_url(host, "OLLAMA_HOST"))
-        if parts.port is None:  # Ollama's own default applies
-            parts = parts._replace(netloc=parts.netloc + ":11434")
-        return urllib.parse.urlunsplit(parts)
+        """The model server address by the rules of ``llm_kind``'s backend (the environment
+        of this process applied); a malformed one raises ConfigError naming its source."""
+        # Imported here: the table loads the HTTP clients.
+        from core.generation.llm.backends import backend_for
+
+        return backend_for(self.llm_kind).resolve_url(self)
 
     def save(self) -> None:
         data = {k: v for k, v in asdict(self).items() if k not in ("home", "replaced")}
@@ -294,6 +239,14 @@ def _in_bounds(name: str, value: Any, path: Path) -> Any:
     )
 
 
+def _llm_kinds() -> tuple[str, ...]:
+    """The model server kinds there are: the keys of the backends' table."""
+    # Imported only when settings.json names a kind: the table loads the HTTP clients.
+    from core.generation.llm.backends import BACKEND_KEYS
+
+    return BACKEND_KEYS
+
+
 def _checked_value(name: str, value: object, default: object, path: Path) -> Any:
     """``value`` converted to the type of the setting's default, or a ConfigError naming
     the key; a wrong type would otherwise surface as a crash far from its cause."""
@@ -307,8 +260,9 @@ def _checked_value(name: str, value: object, default: object, path: Path) -> Any
 
     if default is MISSING:  # every setting has a default; keep the value as is
         return value
-    if name in TEXT_CHOICES and value not in TEXT_CHOICES[name]:
-        words = [f'"{c}"' for c in TEXT_CHOICES[name]]
+    choices = _llm_kinds() if name == "llm_kind" else TEXT_CHOICES.get(name)
+    if choices is not None and value not in choices:
+        words = [f'"{c}"' for c in choices]
         raise bad(f"one of {', '.join(words[:-1])} or {words[-1]}")
     if isinstance(default, bool):
         if not isinstance(value, bool):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+from core.ingest.formats import readable_formats
+
 
 class LecternError(Exception):
     """Root of every error Lectern raises on purpose."""
@@ -102,10 +104,7 @@ class ParseLimitError(ParseError):
 
 
 class UnsupportedFileError(ParseError):
-    default_hint = (
-        "Lectern reads PDF, text, Markdown, HTML, Word (.docx), OpenDocument, RTF, EPUB, "
-        "PowerPoint (.pptx), Excel (.xlsx), CSV and e-mail (.eml, .mbox) files."
-    )
+    default_hint = f"Lectern reads {readable_formats()} files."
 
 
 # --- answering -----------------------------------------------------------------

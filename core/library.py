@@ -16,10 +16,11 @@ import stat
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import duckdb
 
-from core.chunking.passages import Chunker
+from core.chunking import Chunker, chunker_for
 from core.config import Settings, load_settings
 from core.embedding.languages import (
     LANGUAGE_SAMPLE,
@@ -39,7 +40,8 @@ from core.errors import (
     StoreError,
 )
 from core.indexing.indexer import Controls, Indexer, ProgressCallback
-from core.indexing.reembed import Reembedding, ReembedStatus, SwitchGate
+from core.indexing.model_switch import ModelSwitch
+from core.indexing.reembed import ReembedStatus
 from core.indexing.scan import normalize_folder
 from core.ingest.ocr import OcrOptions
 from core.ingest.sandbox import ParserPool
@@ -78,6 +80,34 @@ _RECOVERY_KEY = "recovery_log"  # meta: the last repairs made at open, for `lect
 KEYWORD_FILE = "keyword.duckdb"
 
 
+class LibraryReader(Protocol):
+    """What the read-only commands (``search``, ``status``, ``files``) need of a library,
+    whether this process opened it (:class:`Library`) or another process holds it and
+    answers over its socket (:class:`core.ipc.RemoteLibrary`)."""
+
+    @property
+    def recovery_notices(self) -> Sequence[RecoveryNotice]: ...
+
+    def status(self) -> dict[str, object]: ...
+
+    def file_list(
+        self, folder: str | None = None, status: str | None = None
+    ) -> list[FileEntry]: ...
+
+    def search(
+        self,
+        query: str,
+        k: int | None = None,
+        mode: str = "hybrid",
+        folders: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        *,
+        scope: Scope | None = None,
+    ) -> list[Hit]: ...
+
+    def close(self) -> None: ...
+
+
 class Library:
     def __init__(
         self,
@@ -101,17 +131,14 @@ class Library:
         self._embedder = embedder
         # The model is part of the index configuration: a library built with one model is
         # never searched or extended with another's vectors (see _check_index_config).
-        # ``_model_id`` is the model the index holds and search uses; after a change of
-        # model it stays the old one until the background re-embedding switches.
-        self._target_model = embedder.model_id if embedder else self.settings.embedding_model
-        self._target_embedder = embedder
-        self._model_id = self._target_model
+        # ``models.current`` is the model the index holds and search uses; after a change
+        # of model it stays the old one until the background re-embedding switches.
+        self.models = ModelSwitch(
+            embedder.model_id if embedder else self.settings.embedding_model, embedder
+        )
         self._lock = threading.RLock()
         self._model_lock = threading.Lock()
         self._defer_model = defer_model
-        self._gate = SwitchGate()
-        self._reembedding: Reembedding | None = None
-        self._switch_paused = False  # the app paused indexing: a switch waits too
         self._language_mix: tuple[int, LanguageMix] | None = None  # (chunks then, mix)
         self.db, notices = open_database(self.settings.db_path)
         self.read_only = self.db.read_only
@@ -299,7 +326,7 @@ class Library:
         # index or building the chunker must not wait behind it.
         with self._model_lock:
             if self._embedder is None:
-                self._embedder = load_embedder(self._model_id)
+                self._embedder = load_embedder(self.models.current)
             return self._embedder
 
     @property
@@ -311,7 +338,7 @@ class Library:
         False when it is not the index's model (a change of model pending), which
         ``load_model`` then loads."""
         with self._model_lock:
-            if self._embedder is None and embedder.model_id == self._model_id:
+            if self._embedder is None and embedder.model_id == self.models.current:
                 self._embedder = embedder
             return self._embedder is embedder
 
@@ -319,11 +346,11 @@ class Library:
     def chunker(self) -> Chunker:
         with self._lock:
             if self._chunker is None:
-                counter = (
-                    self._embedder.count_tokens if self._embedder else WordPieceCounter().count
-                )
-                self._chunker = Chunker(
-                    counter, max_tokens=256, overlap_sentences=self.settings.chunk_overlap_sentences
+                # Sized by the model that embeds the passages; by the bundled tokenizer's
+                # count while no model is loaded yet (the same limit: both read 256).
+                self._chunker = chunker_for(
+                    self._embedder if self._embedder is not None else WordPieceCounter(),
+                    overlap_sentences=self.settings.chunk_overlap_sentences,
                 )
             return self._chunker
 
@@ -360,11 +387,11 @@ class Library:
                     self.keyword,
                     self._vectors if self._vectors is not None else (lambda: self.vectors),
                     self._embedder if self._embedder is not None else (lambda: self.embedder),
-                    model_id=self._model_id,
+                    model_id=self.models.current,
                     candidates=self.settings.candidates,
                     rrf_k=self.settings.rrf_k,
                     fusion=self.settings.fusion,
-                    params=fusion_params(self._model_id, self.settings.candidates),
+                    params=fusion_params(self.models.current, self.settings.candidates),
                     second_stage=RerankParams() if self.settings.rerank else None,
                 )
             return self._retriever
@@ -374,7 +401,7 @@ class Library:
         overlap = self.settings.chunk_overlap_sentences
         from core.chunking.passages import CHUNKER_VERSION
 
-        return f"{self._model_id}|chunker {CHUNKER_VERSION}|overlap {overlap}"
+        return f"{self.models.current}|chunker {CHUNKER_VERSION}|overlap {overlap}"
 
     def _check_index_config(self) -> None:
         """Vectors of two models (or chunkings) must never be mixed. A change of model
@@ -386,8 +413,8 @@ class Library:
             # Nothing is re-embedded or dropped in a library that cannot be written:
             # search uses the model its vectors were made with.
             if stored is not None:
-                self._model_id = self._target_model = stored.split("|", 1)[0]
-                if self._embedder is not None and self._embedder.model_id != self._model_id:
+                self.models.current = self.models.target = stored.split("|", 1)[0]
+                if self._embedder is not None and self._embedder.model_id != self.models.current:
                     self._embedder = None
             return
         if stored == self.index_config:
@@ -395,10 +422,10 @@ class Library:
             self.reembed_store.cancel()
             return
         if stored is not None and self._reembeddable(stored):
-            self._model_id = stored.split("|", 1)[0]
-            if self._embedder is not None and self._embedder.model_id != self._model_id:
+            self.models.current = stored.split("|", 1)[0]
+            if self._embedder is not None and self._embedder.model_id != self.models.current:
                 self._embedder = None  # the new model's, used by the re-embedding
-            self.reembed_store.begin(self._target_model)
+            self.reembed_store.begin(self.models.target)
             return
         # Every chunk goes: a background re-embedding has nothing left to switch. (Before
         # the drop: a crash between the two leaves the config unchanged, so it is redone.)
@@ -408,7 +435,7 @@ class Library:
         self.store.set_index_config(
             {
                 "index_config": self.index_config,
-                "embedding_model": self._model_id,
+                "embedding_model": self.models.current,
                 "embedding_dim": str(dim),
                 "content_version": str(version),
             },
@@ -423,92 +450,46 @@ class Library:
         and its model is one that ships (it keeps answering until the switch)."""
         model, _, rest = stored.partition("|")
         wanted_rest = self.index_config.partition("|")[2]
-        return rest == wanted_rest and model != self._target_model and model in MODELS
+        return rest == wanted_rest and model != self.models.target and model in MODELS
 
     # --- changing the model in the background ---------------------------------------
 
     @property
     def switching_model(self) -> bool:
         """Whether a change of model waits to be switched to (re-embedding pending)."""
-        return self._model_id != self._target_model
-
-    def _load_target(self) -> Embedder:
-        if self._target_embedder is not None:
-            return self._target_embedder
-        return load_embedder(self._target_model)
+        return self.models.switching
 
     def _start_reembedding(self) -> None:
-        self._reembedding = Reembedding(
+        self.models.start(
             self.reembed_store,
-            self._target_model,
-            self._model_id,
-            self._load_target,
             self._switch_model,
             self.indexer.throttle,
             batch_size=self.settings.embed_batch_size,
         )
-        if self._switch_paused:
-            self._reembedding.pause()
-        self._reembedding.start()
 
     def _switch_model(self, embedder: Embedder) -> bool:
-        """Swap every chunk's vector for the new model's, then change the model, vectors
-        and retriever together. False (nothing changed) while indexing holds the library:
-        a file written then would carry the old model's vectors into the new index."""
-        if not self.indexer.lock.acquire(blocking=False):
-            return False
-        try:
-            old_config = self.index_config
-            new_config = f"{embedder.model_id}|{old_config.partition('|')[2]}"
-            # Built before searches are held: they wait only for the swap itself.
-            fresh = VectorIndex(self.db, self.settings.vectors_path, embedder.dim)
-            for keys, vectors in self.reembed_store.vectors(embedder.dim):
-                fresh.add(keys, vectors)
-            with self._gate.switching():
-                swapped = self.reembed_store.swap(
-                    {
-                        "index_config": new_config,
-                        "embedding_model": embedder.model_id,
-                        "embedding_dim": str(embedder.dim),
-                    },
-                    old_config,
-                    new_config,
-                )
-                if not swapped:
-                    return False
-                # The old model's file goes at once: a crash before the new one is saved
-                # leaves no file, which the next open builds from the library, rather than
-                # one the sample check would call damaged.
-                self.settings.vectors_path.unlink(missing_ok=True)
-                # Committed: from here on nothing may keep the old model in use.
-                with self._model_lock:
-                    self._embedder = embedder
-                with self._lock:
-                    self._model_id = embedder.model_id
-                    self._vectors = fresh
-                    self._retriever = None
-                self.indexer.index_config = new_config
-            try:
-                # Vectors of chunks deleted since they were stored go (a search skips
-                # them meanwhile: they are not live), and the file is written.
-                fresh.reconcile()
-                fresh.save_if_dirty()
-            except (LecternError, duckdb.Error, OSError) as exc:
-                # Derived data: without a file the next open builds it from the library.
-                logging.getLogger(__name__).warning("vector file after the switch: %s", exc)
-                self.settings.vectors_path.unlink(missing_ok=True)
-            return True
-        finally:
-            self.indexer.lock.release()
+        return self.models.swap(
+            embedder,
+            db=self.db,
+            store=self.reembed_store,
+            indexing=self.indexer.lock,
+            config=self.index_config,
+            vectors_path=self.settings.vectors_path,
+            commit=self._take_switched_model,
+        )
+
+    def _take_switched_model(self, embedder: Embedder, vectors: VectorIndex, config: str) -> None:
+        with self._model_lock:
+            self._embedder = embedder
+        with self._lock:
+            self.models.current = embedder.model_id
+            self._vectors = vectors
+            self._retriever = None
+        self.indexer.index_config = config
 
     def reembedding_status(self) -> ReembedStatus | None:
         """Where a change of model stands, or None when there is none."""
-        if not self.switching_model:
-            return None
-        if self._reembedding is not None:
-            return self._reembedding.status()
-        done, total = self.reembed_store.progress()
-        return ReembedStatus(self._target_model, self._model_id, done, total, "stopped")
+        return self.models.status(self.reembed_store)
 
     def change_embedding_model(self, model_id: str) -> None:
         """Switch to ``model_id`` while the library stays open: re-embedded in the
@@ -520,16 +501,12 @@ class Library:
                 f"Choose one of: {', '.join(MODELS)}.",
             )
         with self._lock:
-            if model_id == self._target_model:
+            if model_id == self.models.target:
                 return
             self.settings = self.settings.with_changes(embedding_model=model_id)
             # As at open: the wanted model first, then the stored configuration decides
             # (a model change alone is re-embedded; back to the stored one cancels it).
-            self._target_model = self._model_id = model_id
-            self._target_embedder = None
-            if self._reembedding is not None:
-                self._reembedding.stop()
-                self._reembedding = None
+            self.models.want(model_id)
             self._check_index_config()
             if self.switching_model:
                 self._start_reembedding()
@@ -537,22 +514,12 @@ class Library:
     def pause_model_switch(self, paused: bool) -> None:
         """Hold (True) or let go on (False) the re-embedding of a model change; the app's
         Pause and Resume of indexing do this too; a switch started meanwhile starts held."""
-        self._switch_paused = paused
-        worker = self._reembedding
-        if worker is not None:
-            if paused:
-                worker.pause()
-            else:
-                worker.resume()
+        self.models.pause(paused)
 
     def wait_for_model_switch(self, timeout: float | None = None) -> bool:
         """Wait until a change of model is switched to (True; at once when none is
         pending), it failed or ``timeout`` passed (False)."""
-        if not self.switching_model:
-            return True
-        if self._reembedding is None:
-            return False
-        return self._reembedding.wait(timeout)
+        return self.models.wait(timeout)
 
     def wait_for_keyword_rebuild(self) -> None:
         """Wait until a keyword index being rebuilt in the background (after an upgrade
@@ -724,7 +691,9 @@ class Library:
             # The model is on its way (see ``defer_model``): keyword now rather than
             # seconds of waiting; hybrid ranks a document without vectors the same way.
             mode = "bm25"
-        with self._gate.reading():  # never across a switch of model (core/indexing/reembed.py)
+        with (
+            self.models.gate.reading()
+        ):  # never across a switch of model (core/indexing/reembed.py)
             return self.retriever.search(query, k or self.settings.top_k, mode, filters)
 
     # --- collections and scopes -------------------------------------------------------
@@ -970,8 +939,7 @@ class Library:
         # Background work is stopped first. A re-embedding keeps what it stored (the next
         # open resumes it); a keyword base rebuild's tables are new and unused, so nothing
         # is lost (the next run starts it again).
-        if self._reembedding is not None:
-            self._reembedding.stop()
+        self.models.stop()
         self.keyword.close()
         with self._lock:
             if self._vectors is not None:

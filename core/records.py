@@ -8,11 +8,13 @@ the exact characters and page the user should see highlighted.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Any
+
+from core.ingest.formats import FORMATS
 
 
 class DocState(str, Enum):
@@ -44,20 +46,12 @@ class PageSpan:
     end: int
 
 
-# What ``PageSpan.page`` counts, per document type; types not listed have no numbered
-# places (their heading path says where a passage is).
-LOCATION_UNITS: dict[str, str] = {
-    "pdf": "page",
-    "pptx": "slide",
-    "odp": "slide",
-    "epub": "chapter",
-    "xlsx": "row",
-    "ods": "row",
-    "csv": "row",
-    "mbox": "message",
-}
-# Types whose heading path starts with the sheet's name (and then its header row).
-SHEET_TYPES = frozenset({"xlsx", "ods", "csv"})
+# What ``PageSpan.page`` counts, per document type (from the format table); types not
+# listed have no numbered places (their heading path says where a passage is).
+LOCATION_UNITS: dict[str, str] = {f.kind: f.unit for f in FORMATS if f.unit is not None}
+# Types whose heading path starts with the sheet's name (and then its header row): those
+# whose places are rows.
+SHEET_TYPES = frozenset(kind for kind, unit in LOCATION_UNITS.items() if unit == "row")
 
 
 def location_label(
@@ -349,6 +343,35 @@ class Hit:
             "reranked": self.reranked,
         }
 
+    def to_wire(self) -> dict[str, object]:
+        """``to_json`` plus what a process on the other end of the socket needs to
+        rebuild the hit exactly (core/ipc): its document id and the unrounded score."""
+        wire = self.to_json()
+        wire["document_id"] = self.document_id
+        wire["score"] = self.score  # unrounded: the text output formats it itself
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: Mapping[str, Any]) -> Hit:
+        """The hit ``to_wire`` wrote; KeyError, TypeError or ValueError if it is not one."""
+        return cls(
+            chunk_id=int(wire["chunk_id"]),
+            document_id=int(wire["document_id"]),
+            path=str(wire["document"]),
+            title=str(wire["title"]),
+            type=str(wire["type"]),
+            text=str(wire["text"]),
+            start=int(wire["start"]),
+            end=int(wire["end"]),
+            page=wire["page"],
+            page_end=wire["page_end"],
+            heading_path=tuple(wire["heading_path"]),
+            score=float(wire["score"]),
+            bm25_rank=wire.get("bm25_rank"),
+            dense_rank=wire.get("dense_rank"),
+            reranked=wire.get("reranked"),
+        )
+
 
 def second_stage_state(hits: Sequence[Hit]) -> str:
     """How the second stage went for a search's hits: "off" (not run: keyword or meaning
@@ -413,6 +436,24 @@ class Citation:
             ],
             "sentence": self.sentence,
         }
+
+    def to_wire(self) -> dict[str, object]:
+        """``to_json`` plus the whole cited hit, for the socket (core/ipc)."""
+        wire = self.to_json()
+        wire["hit"] = self.hit.to_wire()
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: Mapping[str, Any]) -> Citation:
+        return cls(
+            n=int(wire["n"]),
+            hit=Hit.from_wire(wire["hit"]),
+            spans=tuple(
+                Span(int(s["start"]), int(s["end"]), s["page"], str(s["text"]))
+                for s in wire["spans"]
+            ),
+            sentence=str(wire.get("sentence", "")),
+        )
 
 
 @dataclass(frozen=True)
@@ -576,18 +617,11 @@ class SearchFilters:
         return bool(self.folders or self.types)
 
 
-# File types as a person names them, for the scope's label (others show upper-cased).
-_TYPE_NAMES = {
-    "md": "Markdown",
-    "txt": "Text",
-    "html": "HTML",
-    "htm": "HTML",
-    "docx": "Word",
-    "xlsx": "Excel",
-    "pptx": "PowerPoint",
-    "eml": "E-mail",
-    "mbox": "E-mail",
-    "epub": "EPUB",
+# File types as a person names them, for the scope's label (others show upper-cased), from
+# the format table; an extension ("htm", "tsv") names its format too.
+_TYPE_NAMES: dict[str, str] = {
+    **{ext.lstrip("."): f.name for f in FORMATS for ext in f.extensions},
+    **{f.kind: f.name for f in FORMATS},
 }
 
 

@@ -1,8 +1,12 @@
 """The desktop app's link to the engine: one ``Backend`` per window.
 
 The backend owns the ``Library`` and turns every engine call into background work (see
-``workers.py``) whose outcome arrives as a Qt signal. It holds no logic of its own beyond
-scheduling: what to index, how to answer and what went wrong all come from ``core``.
+``workers.py``) whose outcome arrives as a Qt signal. Which index job runs, and what
+pause, cancel, resume and a full disk mean, is decided by the indexing coordinator it
+shares with ``lectern watch`` (core/indexing/coordinator.py); how to answer and what went
+wrong come from ``core`` too. What stays here is the app's own: starting up (the library
+and the model loaded side by side), the snapshot the window shows, and the model
+server's badge.
 Heavy engine modules are imported inside the background functions, so the window is on
 screen before torch or DuckDB are even loaded.
 """
@@ -14,17 +18,23 @@ import gc
 import json
 import logging
 import os
-import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.config import Settings, load_settings
-from core.errors import DiskFullError, LecternError
+from core.errors import LecternError
+from core.indexing.coordinator import (
+    DISK_RECHECK_S,
+    FOLDERS_ADDED,
+    IndexingCoordinator,
+    IndexJob,
+    run_job,
+)
 from core.records import (
     Collection,
     Document,
@@ -33,7 +43,6 @@ from core.records import (
     IndexReport,
     Scope,
 )
-from desktop.index_jobs import FOLDERS_ADDED, IndexJob, IndexJobQueue, run_job
 from desktop.model_probe import LLMStatus, address_problem, llm_address, model_matches, probe_llm
 from desktop.qt import QObject, QTimer, Signal
 from desktop.rich import count_of
@@ -52,7 +61,6 @@ PROGRESS_INTERVAL_S = 0.1
 # How often the model server is asked again while the window is open, so the badge
 # follows a server that stopped or started meanwhile (requests also re-check at once).
 LLM_RECHECK_MS = 20_000
-DISK_RECHECK_MS = 5_000  # while indexing waits for room on a full disk
 # Closing the window waits this long for a running index job to reach its next file;
 # past it the job's thread is left to finish on its own (see Backend.shutdown).
 SHUTDOWN_WAIT_MS = 1500
@@ -191,8 +199,15 @@ class Backend(QObject):
         self.phase = "starting"
         self.llm_status = LLMStatus("checking", self.settings.llm_kind)
         self.snapshot: LibrarySnapshot | None = None
-        self._jobs = IndexJobQueue()
-        self.current_job: IndexJob | None = None
+        # Which job runs, pause, cancel and a full disk: decided by the coordinator the
+        # app shares with `lectern watch`; this object runs its jobs and says what happens.
+        self.work = IndexingCoordinator(
+            self._start_job,
+            can_start=lambda: self.is_ready and not self._closing,
+            on_paused=self.index_paused.emit,
+            on_cancelled=self.index_cancelled.emit,
+            library=lambda: self.library,
+        )
         self._pending_paths: list[str] = []
         self._refreshing = False
         self._refresh_again = False
@@ -202,21 +217,12 @@ class Backend(QObject):
         self.watch_bridge: Any = None
         self._ipc: Any = None  # answers `lectern search`/`status`/`ask` run beside the app
         self.watch_status: dict[str, tuple[str, str]] = {}
-        self.paused = False
-        # Cancelled by the person: no job starts and the watcher holds its events until
-        # they resume (Resume, F5, Retry or adding a folder).
-        self.cancelled = False
-        self.not_indexed: int | None = None  # files the cancelled run left, when known
-        self._last_progress: IndexProgress | None = None
-        self._cancelled_run = ""  # "job" | "watch": the run whose progress was shown
-        self.watch_running = False
         self._closing = False
         # Closed with work left running that cannot be interrupted and is not waited for
         # (the model's load, an index run's last batch): the process should exit at once.
         self.abandoned = False
-        self._disk_full: DiskFullError | None = None
         self._disk_timer = QTimer(self)
-        self._disk_timer.setInterval(DISK_RECHECK_MS)
+        self._disk_timer.setInterval(int(DISK_RECHECK_S * 1000))
         self._disk_timer.timeout.connect(self._check_disk_space)
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setInterval(LIBRARY_REFRESH_MS)
@@ -544,23 +550,9 @@ class Backend(QObject):
         )
 
     def _enqueue(self, job: IndexJob) -> None:
-        if self._jobs.add(job):
-            self._next_job()
+        self.work.enqueue(job)
 
-    def _next_job(self) -> None:
-        if (
-            self.current_job is not None
-            or not self._jobs
-            or not self.is_ready
-            or self._closing
-            or self.cancelled
-        ):
-            return
-        job = self._jobs.take()
-        if self.paused:
-            # Adding a folder is a request to index it now: lift an earlier pause.
-            self.resume_indexing()
-        self.current_job = job
+    def _start_job(self, job: IndexJob) -> None:
         library = self.library
         assert library is not None
 
@@ -571,150 +563,96 @@ class Backend(QObject):
             if value == FOLDERS_ADDED:
                 self.refresh_library()
             elif isinstance(value, IndexProgress):
-                self._last_progress = value
+                self.work.last_progress = value
                 self.index_progress.emit(value)
 
         job.task = self.engine.submit(
             run,
             name="index",
             on_progress=progress,
-            on_result=lambda report: self._job_done(job, report),
-            on_error=lambda exc: self._job_failed(job, exc),
+            on_result=lambda report: self._job_done(report),
+            on_error=lambda exc: self._job_failed(exc),
             min_interval_s=PROGRESS_INTERVAL_S,
         )
         self._refresh_timer.start()
         self.index_started.emit(job)
 
-    def _job_done(self, job: IndexJob, report: IndexReport) -> None:
-        self.current_job = None
+    def _job_done(self, report: IndexReport) -> None:
+        self.work.job_done(report)
         self._refresh_timer.stop()
-        if report.cancelled:
-            self._note_cancelled_run(report, "job")
         self.index_finished.emit(report)
         self.refresh_library()
-        self._next_job()
+        self.work.next_job()
 
-    def _job_failed(self, job: IndexJob, exc: BaseException) -> None:
-        self.current_job = None
+    def _job_failed(self, exc: BaseException) -> None:
+        waiting = self.work.job_failed(exc)
         self._refresh_timer.stop()
         message, hint = describe_error(exc)
         self.index_failed.emit(message, hint)
         self.refresh_library()
-        if isinstance(exc, DiskFullError):
+        if waiting:
             # Indexing waits for room rather than failing file after file; once the
             # person frees space it carries on by itself.
-            self._disk_full = exc
-            self._jobs.clear()
             self._disk_timer.start()
             return
-        self._next_job()
+        self.work.next_job()
 
     def _check_disk_space(self) -> None:
-        full = self._disk_full
-        if full is None or self._closing:
+        if self.work.disk_full is None or self._closing:
             self._disk_timer.stop()
             return
-        try:
-            free = shutil.disk_usage(full.folder).free
-        except OSError:
+        if not self.work.room_again():
             return
-        if free < full.needed_bytes:
-            return
-        self._disk_full = None
         self._disk_timer.stop()
         self.notice.emit("info", "There is room on the disk again; indexing carries on.")
         self._enqueue(IndexJob(paths=None))
 
     def pause_indexing(self) -> None:
         """Pause the running job and the watcher (files finished so far stay searchable)."""
-        job = self.current_job
-        if job is not None and job.controls is not None:
-            job.controls.pause()
-            job.paused = True
-        if self.watcher is not None:
-            self.watcher.pause()
-        if self.library is not None:
-            self.library.pause_model_switch(True)
-        self.paused = True
-        self.index_paused.emit(True)
+        self.work.pause()
 
     def resume_indexing(self) -> None:
         """Resume after a pause, or after a cancel (then with a full pass)."""
-        if self._resume_cancelled():
-            return
-        job = self.current_job
-        if job is not None and job.controls is not None:
-            job.controls.resume()
-            job.paused = False
-        if self.watcher is not None:
-            self.watcher.resume()
-        if self.library is not None:
-            self.library.pause_model_switch(False)
-        self.paused = False
-        self.index_paused.emit(False)
+        self.work.resume()
 
     def cancel_indexing(self) -> None:
-        """Stop indexing, and stay stopped until the person resumes.
-
-        The running job (or watcher batch) stops after its current file; queued jobs are
-        dropped; the watcher keeps collecting file events but runs none of them. Resuming
-        (``resume_indexing``, a rescan, a retry or adding a folder) starts one full pass,
-        which indexes what the cancelled run left and every change seen meanwhile.
-        """
-        self._jobs.clear()
-        if not self.cancelled:
-            self._cancelled_run = (
-                "job" if self.current_job is not None else "watch" if self.watch_running else ""
-            )
-        self._stop_current_job()
-        if self.watcher is not None:
-            self.watcher.pause()
-            self.watcher.cancel_running()
-        if self.watch_running:
-            self.watch_running = False
-            if self.current_job is None:
-                self._refresh_timer.stop()
-        self.paused = False
-        if not self.cancelled:
-            self.cancelled = True
-            p = self._last_progress
-            self.not_indexed = max(0, p.files_total - p.files_done) if p else None
-        self.index_paused.emit(False)
-        self.index_cancelled.emit(True)
+        """Stop indexing, and stay stopped until the person resumes (see
+        ``IndexingCoordinator.cancel``)."""
+        self.work.cancel()
+        if self.work.current_job is None:
+            self._refresh_timer.stop()
 
     def _stop_current_job(self) -> None:
-        job = self.current_job
-        if job is not None and job.controls is not None:
-            job.controls.stop()
-            job.paused = False
-
-    def _note_cancelled_run(self, report: IndexReport, run: str) -> None:
-        """How many files the run that was cancelled left (exact, now that it ended)."""
-        if not self.cancelled or run != self._cancelled_run:
-            return
-        self._cancelled_run = ""
-        p = self._last_progress
-        if p is not None and p.files_total:
-            done = report.added + report.updated + report.failed + report.skipped
-            self.not_indexed = max(0, p.files_total - done)
-            self.index_cancelled.emit(True)
+        self.work.stop_current_job()
 
     def _resume_cancelled(self) -> bool:
-        """Leave the cancelled state with one full pass; False when not cancelled."""
-        if not self.cancelled:
-            return False
-        self.cancelled = False
-        self.not_indexed = None
-        self._last_progress = None
-        if self.watcher is not None:
-            self.watcher.resume()
-        self.index_cancelled.emit(False)
-        self._enqueue(IndexJob(paths=None))
-        return True
+        return self.work.resume_cancelled()
+
+    # What the window shows of the index work (read by the library panel and the tests).
+
+    @property
+    def current_job(self) -> IndexJob | None:
+        return self.work.current_job
+
+    @property
+    def paused(self) -> bool:
+        return self.work.paused
+
+    @property
+    def cancelled(self) -> bool:
+        return self.work.cancelled
+
+    @property
+    def not_indexed(self) -> int | None:
+        return self.work.not_indexed
+
+    @property
+    def watch_running(self) -> bool:
+        return self.work.watch_running
 
     @property
     def indexing(self) -> bool:
-        return self.current_job is not None or self.watch_running
+        return self.work.indexing
 
     # --- reading the library ------------------------------------------------------------
 
@@ -848,40 +786,25 @@ class Backend(QObject):
         settings = self.settings
 
         def answer(library: Library, ctx: TaskContext) -> None:
-            from core.errors import ConfigError
-            from core.generation.llm import make_client
-            from core.generation.qa import DoneEvent, WarningEvent, ask
+            from core.generation.events import WarningKind
+            from core.generation.qa import ask
+            from core.generation.session import AnswerSession
 
-            client = None
-            problem: WarningEvent | None = None
-            try:
-                client = make_client(settings)
-            except ConfigError as exc:  # a bad address: answer as with no server at all
-                message, hint = address_problem(exc)
-                problem = WarningEvent(
-                    f"{message} These are sentences extracted from your documents instead "
-                    f"of a written answer. {hint}".strip(),
-                    "llm_unavailable",
-                )
-                ctx.report(problem)
-            try:
+            # A bad address: answer as with no server at all, saying how to fix it here.
+            with AnswerSession(
+                settings, config_kind=WarningKind.LLM_UNAVAILABLE, describe=address_problem
+            ) as session:
                 for event in ask(
                     library,
                     question,
                     conversation_id,
-                    client=client,
-                    use_llm=client is not None,
                     model=settings.llm_model,
                     cancel=ctx.cancel,
                     k=settings.top_k,
                     scope=scope,
+                    session=session,
                 ):
-                    if problem is not None and isinstance(event, DoneEvent):
-                        event = replace(event, warnings=(problem, *event.warnings))
                     ctx.report(event)
-            finally:
-                if client is not None:
-                    client.close()
 
         def event(value: Any) -> None:
             self._llm_evidence(value)
@@ -1070,11 +993,13 @@ class Backend(QObject):
     def _llm_evidence(self, event: Any) -> None:
         """What an answer just showed about the server beats what the last check said."""
         from core.errors import LLMError, ModelNotFoundError
+        from core.generation.events import WarningKind
         from core.generation.qa import DoneEvent, ErrorEvent, WarningEvent
 
         settings, status = self.settings, self.llm_status
         url = status.url or llm_address(settings)
-        if isinstance(event, WarningEvent) and event.kind in ("llm_unavailable", "llm_timeout"):
+        down = (WarningKind.LLM_UNAVAILABLE, WarningKind.LLM_TIMEOUT)
+        if isinstance(event, WarningEvent) and event.kind in down:
             if status.state in ("invalid", "unreachable"):
                 return
             new = LLMStatus(
@@ -1140,24 +1065,27 @@ class Backend(QObject):
         self.watcher, self.watch_bridge = start_watcher(
             self.library, self.background, handlers, parent=self
         )
+        self.work.watcher = self.watcher
 
     def _watch_progress(self, progress: IndexProgress) -> None:
-        if self.current_job is not None or self.cancelled or self._closing:
+        work = self.work
+        if work.current_job is not None or work.cancelled or self._closing:
             return  # the job reports its own progress; a cancelled batch is winding down
-        self._last_progress = progress
-        if not self.watch_running and progress.files_total:
-            self.watch_running = True
+        work.last_progress = progress
+        if not work.watch_running and progress.files_total:
+            work.watch_running = True
             self._refresh_timer.start()
-        if self.watch_running:
+        if work.watch_running:
             self.index_progress.emit(progress)
 
     def _watch_batch(self, batch: Any) -> None:
         report = batch.report
+        work = self.work
         if report.cancelled:
-            self._note_cancelled_run(report, "watch")
-        if self.watch_running:
-            self.watch_running = False
-            if self.current_job is None:
+            work.note_cancelled_run(report, "watch")
+        if work.watch_running:
+            work.watch_running = False
+            if work.current_job is None:
                 self._refresh_timer.stop()
         if report.added or report.updated or report.removed or report.failed:
             self.refresh_library()
@@ -1175,6 +1103,8 @@ class Backend(QObject):
     def _watch_error(self, exc: BaseException) -> None:
         message, hint = describe_error(exc)
         self.notice.emit("error", f"Keeping folders up to date failed: {message} {hint}".strip())
+        if self.work.failed(exc):  # a full disk: the watcher waits for room, as jobs do
+            self._disk_timer.start()
 
     # --- shutting down ------------------------------------------------------------------
 
@@ -1204,7 +1134,7 @@ class Backend(QObject):
         self._refresh_timer.stop()
         self._switch_timer.stop()
         self._llm_timer.stop()
-        self._jobs.clear()
+        self.work.drop_queued()
         self._stop_current_job()
         for pool in (self.engine, self.background, self.probes):
             pool.cancel_all()

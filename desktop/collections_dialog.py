@@ -25,6 +25,7 @@ from desktop.qt import (
     Qt,
     QVBoxLayout,
     QWidget,
+    named,
 )
 from desktop.widgets import display_path
 from desktop.workers import describe_error
@@ -45,34 +46,36 @@ class CollectionsDialog(QDialog):
 
         layout = QVBoxLayout(self)
         layout.setSpacing(10)
-        intro = QLabel(
-            "A collection is a named group of library folders. Choose it on the question box "
-            "to keep a conversation to those folders.",
-            objectName="muted",
+        intro = named(
+            QLabel(
+                "A collection is a named group of library folders. Choose it on the question box "
+                "to keep a conversation to those folders."
+            ),
+            "muted",
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
 
         columns = QHBoxLayout()
         left = QVBoxLayout()
-        left.addWidget(QLabel("Collections", objectName="dialogSection"))
-        self.list = QListWidget(objectName="collectionList")
+        left.addWidget(named(QLabel("Collections"), "dialogSection"))
+        self.list = named(QListWidget(), "collectionList")
         self.list.setAccessibleName("Collections")
         self.list.currentRowChanged.connect(self._selected)
         left.addWidget(self.list, 1)
         self.name_edit = QLineEdit()
         self.name_edit.setPlaceholderText("Name, such as Papers")
         self.name_edit.setAccessibleName("Collection name")
-        self.name_edit.returnPressed.connect(self.create)
+        self.name_edit.returnPressed.connect(self.create_collection)
         left.addWidget(self.name_edit)
         buttons = QHBoxLayout()
-        self.new_button = QPushButton("New", objectName="primaryButton")
+        self.new_button = named(QPushButton("New"), "primaryButton")
         self.new_button.setToolTip("Make a collection with the name typed above")
-        self.new_button.clicked.connect(self.create)
-        self.rename_button = QPushButton("Rename", objectName="secondaryButton")
+        self.new_button.clicked.connect(self.create_collection)
+        self.rename_button = named(QPushButton("Rename"), "secondaryButton")
         self.rename_button.setToolTip("Give the selected collection the name typed above")
         self.rename_button.clicked.connect(self.rename)
-        self.delete_button = QPushButton("Delete", objectName="secondaryButton")
+        self.delete_button = named(QPushButton("Delete"), "secondaryButton")
         self.delete_button.setToolTip("Delete the selected collection (its folders stay)")
         self.delete_button.clicked.connect(self.delete)
         for button in (self.new_button, self.rename_button, self.delete_button):
@@ -81,16 +84,16 @@ class CollectionsDialog(QDialog):
         columns.addLayout(left, 1)
 
         right = QVBoxLayout()
-        self.folders_title = QLabel("Folders", objectName="dialogSection")
+        self.folders_title = named(QLabel("Folders"), "dialogSection")
         right.addWidget(self.folders_title)
-        self.folders = QListWidget(objectName="collectionFolders")
+        self.folders = named(QListWidget(), "collectionFolders")
         self.folders.setAccessibleName("Folders in the collection")
         self.folders.itemChanged.connect(self._folder_ticked)
         right.addWidget(self.folders, 1)
         columns.addLayout(right, 2)
         layout.addLayout(columns, 1)
 
-        self.error = QLabel(objectName="errorText")
+        self.error = named(QLabel(), "errorText")
         self.error.setWordWrap(True)
         self.error.hide()
         layout.addWidget(self.error)
@@ -182,7 +185,8 @@ class CollectionsDialog(QDialog):
 
         self.backend.change_collections(change, on_result=done, on_error=failed)
 
-    def create(self) -> None:
+    # Not ``create``: that is QWidget's, which makes the native window.
+    def create_collection(self) -> None:
         name = self.name_edit.text().strip()
         self._change(lambda library: library.create_collection(name), select=name)
 

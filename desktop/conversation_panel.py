@@ -39,6 +39,7 @@ from desktop.qt import (
     QWidget,
     QWidgetAction,
     Signal,
+    named,
 )
 from desktop.search_results import SearchResultsWidget, SearchView
 from desktop.theme import Palette, Theme, icon
@@ -171,7 +172,7 @@ class ConversationPanel(QFrame):
         self.conversation_id: int | None = None
         self.conversation_title = ""
         self.items: list[QWidget] = []
-        self.task: Task | None = None
+        self.task: Task[object] | None = None
         self.active_turn: TurnWidget | None = None
         self._pending: tuple[str, str] | None = None
         self._keyword_search: SearchResultsWidget | None = None  # see _start_search
@@ -196,7 +197,7 @@ class ConversationPanel(QFrame):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
 
-        header = QFrame(objectName="panelHeader")
+        header = named(QFrame(), "panelHeader")
         head = QHBoxLayout(header)
         head.setContentsMargins(20, 10, 14, 10)
         head.setSpacing(8)
@@ -217,7 +218,7 @@ class ConversationPanel(QFrame):
         self.ask_mode.setChecked(True)
         self.mode_group.buttonToggled.connect(self._mode_changed)
         head.addWidget(segment)
-        self.llm_pill = QToolButton(objectName="llmPill")
+        self.llm_pill = named(QToolButton(), "llmPill")
         self.llm_pill.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.llm_pill.clicked.connect(self.open_settings.emit)
         head.addWidget(self.llm_pill)
@@ -232,15 +233,15 @@ class ConversationPanel(QFrame):
         self.welcome.use_model.connect(self._use_model)
         self.stack.addWidget(self.welcome)
 
-        self.scroll = QScrollArea(objectName="transcript")
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        holder = QWidget(objectName="transcriptHolder")
+        self.scroll_area = named(QScrollArea(), "transcript")
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        holder = named(QWidget(), "transcriptHolder")
         hl = QHBoxLayout(holder)
         hl.setContentsMargins(24, 20, 24, 24)
         hl.addStretch(1)
-        self.column = QWidget(objectName="transcriptColumn")
+        self.column = named(QWidget(), "transcriptColumn")
         self.column.setMaximumWidth(MAX_COLUMN)
         self.column_layout = QVBoxLayout(self.column)
         self.column_layout.setContentsMargins(0, 0, 0, 0)
@@ -248,10 +249,10 @@ class ConversationPanel(QFrame):
         self.column_layout.addStretch(1)
         hl.addWidget(self.column, 100)
         hl.addStretch(1)
-        self.scroll.setWidget(holder)
-        self.scroll.verticalScrollBar().rangeChanged.connect(self._range_changed)
-        self.scroll.verticalScrollBar().valueChanged.connect(self._scrolled)
-        self.stack.addWidget(self.scroll)
+        self.scroll_area.setWidget(holder)
+        self.scroll_area.verticalScrollBar().rangeChanged.connect(self._range_changed)
+        self.scroll_area.verticalScrollBar().valueChanged.connect(self._scrolled)
+        self.stack.addWidget(self.scroll_area)
         # The Search tab's own list: results never join the transcript.
         self.search_view = SearchView(theme)
         self.search_view.evidence_requested.connect(self.evidence_requested.emit)
@@ -259,20 +260,20 @@ class ConversationPanel(QFrame):
         self.stack.addWidget(self.search_view)
         layout.addWidget(self.stack, 1)
 
-        composer_wrap = QFrame(objectName="composerWrap")
+        composer_wrap = named(QFrame(), "composerWrap")
         cw = QVBoxLayout(composer_wrap)
         cw.setContentsMargins(24, 8, 24, 12)
         cw.setSpacing(6)
         crow = QHBoxLayout()
         crow.addStretch(1)
-        self.composer = QFrame(objectName="composer")
+        self.composer = named(QFrame(), "composer")
         self.composer.setMaximumWidth(MAX_COLUMN)
         stacked = QVBoxLayout(self.composer)
         stacked.setContentsMargins(10, 8, 8, 8)
         stacked.setSpacing(4)
         scope_row = QHBoxLayout()
         scope_row.setContentsMargins(0, 0, 0, 0)
-        self.scope_button = QToolButton(objectName="scopeChip")
+        self.scope_button = named(QToolButton(), "scopeChip")
         self.scope_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.scope_button.setIconSize(QSize(13, 13))
         self.scope_button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -289,7 +290,7 @@ class ConversationPanel(QFrame):
         self.input.stop_requested.connect(self.stop)
         self.input.focus_changed.connect(self._composer_focus)
         comp.addWidget(self.input, 1)
-        self.send_button = QToolButton(objectName="sendButton")
+        self.send_button = named(QToolButton(), "sendButton")
         self.send_button.setIconSize(QSize(18, 18))
         self.send_button.setFixedSize(36, 36)
         self.send_button.clicked.connect(self._send_clicked)
@@ -297,7 +298,7 @@ class ConversationPanel(QFrame):
         crow.addWidget(self.composer, 100)
         crow.addStretch(1)
         cw.addLayout(crow)
-        self.hint = QLabel(objectName="composerHint")
+        self.hint = named(QLabel(), "composerHint")
         self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         # Wrapped in a narrow window: centred on one line it lost both ends (".ectern is").
         self.hint.setWordWrap(True)
@@ -372,7 +373,11 @@ class ConversationPanel(QFrame):
             icon("search", palette.text if self.search_mode.isChecked() else palette.muted)
         )
         self.stack.setCurrentWidget(
-            self.search_view if self.search_only else self.scroll if self.items else self.welcome
+            self.search_view
+            if self.search_only
+            else self.scroll_area
+            if self.items
+            else self.welcome
         )
         # The Search tab lists passages, not the conversation: its title would mislead.
         self.title.set_full_text(
@@ -534,7 +539,7 @@ class ConversationPanel(QFrame):
             # A disabled entry, not addSection: styled menus draw a section as a bare line.
             menu.addSeparator()
             header = QWidgetAction(menu)
-            header.setDefaultWidget(QLabel(title, objectName="scopeMenuHeader"))
+            header.setDefaultWidget(named(QLabel(title), "scopeMenuHeader"))
             header.setEnabled(False)
             menu.addAction(header)
             if not entries:
@@ -1049,15 +1054,15 @@ class ConversationPanel(QFrame):
     # --- scrolling -------------------------------------------------------------------
 
     def _scrolled(self, value: int) -> None:
-        bar = self.scroll.verticalScrollBar()
+        bar = self.scroll_area.verticalScrollBar()
         self._stick_to_bottom = value >= bar.maximum() - 40
 
     def _range_changed(self, _lo: int, hi: int) -> None:
         if self._stick_to_bottom:
-            self.scroll.verticalScrollBar().setValue(hi)
+            self.scroll_area.verticalScrollBar().setValue(hi)
 
     def _scroll_to_bottom(self) -> None:
-        bar = self.scroll.verticalScrollBar()
+        bar = self.scroll_area.verticalScrollBar()
         bar.setValue(bar.maximum())
 
 

@@ -16,11 +16,12 @@ import sys
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from core.errors import LecternError
 from core.generation.export import plain_quote
 from core.records import WordBox
-from desktop.backend import Backend
+from desktop.backend import Backend, LibrarySnapshot
 from desktop.locate import _folded as folded
 from desktop.locate import excerpt_bounds, locate, locate_all
 from desktop.qt import (
@@ -55,12 +56,17 @@ from desktop.qt import (
     QVBoxLayout,
     QWidget,
     Signal,
+    named,
 )
 from desktop.rich import highlight_terms_html, term_ranges
 from desktop.theme import Palette, Theme, icon
 from desktop.viewmodels import EvidenceRequest
 from desktop.widgets import WrapLabel
 from desktop.workers import TaskContext, describe_error
+
+if TYPE_CHECKING:
+    from core.library import Library
+    from desktop.qt_pdf import QPdfDocument
 
 OPEN_LABEL = "Open original"
 COMPACT_WIDTH = 420  # narrower than this, "Open original" shows its icon only
@@ -108,7 +114,7 @@ def render_pdf_evidence(
     needles, not the needles whole."""
     from desktop.qt_pdf import QPdfDocument
 
-    doc = QPdfDocument(None)
+    doc = QPdfDocument()
     try:
         error = doc.load(path)
         if error != QPdfDocument.Error.None_ or doc.pageCount() == 0:
@@ -197,7 +203,7 @@ def whole_lines(rects: Sequence[QRectF], segments: Sequence[QRectF]) -> list[QRe
 def render_pdf_page(path: str, page: int, width: int = RENDER_WIDTH) -> PdfEvidence:
     from desktop.qt_pdf import QPdfDocument
 
-    doc = QPdfDocument(None)
+    doc = QPdfDocument()
     try:
         error = doc.load(path)
         if error != QPdfDocument.Error.None_:
@@ -218,8 +224,8 @@ def _pdf_error(error: object) -> str:
     }.get(name, name)
 
 
-def _find_rects(doc: object, index: int, needles: list[str]) -> list[QRectF]:
-    page_text = doc.getAllText(index)  # type: ignore[attr-defined]
+def _find_rects(doc: QPdfDocument, index: int, needles: list[str]) -> list[QRectF]:
+    page_text = doc.getAllText(index)
     text = page_text.text()
     # QtPdf leaves out characters it cannot map (glyphs of figure fonts without a Unicode
     # table) from the text but not from the character indices that selections take: past
@@ -232,7 +238,7 @@ def _find_rects(doc: object, index: int, needles: list[str]) -> list[QRectF]:
         for start, end in locate_all(needle, text):
             first = _char_index(doc, index, text, start, dropped)
             last = _char_index(doc, index, text, end - 1, dropped, lowest=first)
-            selection = doc.getSelectionAtIndex(index, first, last + 1 - first)  # type: ignore[attr-defined]
+            selection = doc.getSelectionAtIndex(index, first, last + 1 - first)
             found = [polygon.boundingRect() for polygon in selection.bounds()]
             if not found:
                 continue
@@ -246,13 +252,13 @@ def _find_rects(doc: object, index: int, needles: list[str]) -> list[QRectF]:
 
 
 def _find_term_rects(
-    doc: object, index: int, needles: list[str], terms: Sequence[str]
+    doc: QPdfDocument, index: int, needles: list[str], terms: Sequence[str]
 ) -> list[QRectF]:
     """The boxes of the words matching ``terms`` inside the needles' text on the page.
 
     Words outside the passage are left dark even where they match: the passage is what
     was found, and a page can repeat a word in every line of a table."""
-    page_text = doc.getAllText(index)  # type: ignore[attr-defined]
+    page_text = doc.getAllText(index)
     text = page_text.text()
     dropped = max(0, page_text.endIndex() - page_text.startIndex() - len(text))
     rects: list[QRectF] = []
@@ -263,12 +269,14 @@ def _find_term_rects(
         for start, end in term_ranges(text, terms, *region):
             first = _char_index(doc, index, text, start, dropped)
             last = _char_index(doc, index, text, end - 1, dropped, lowest=first)
-            selection = doc.getSelectionAtIndex(index, first, last + 1 - first)  # type: ignore[attr-defined]
+            selection = doc.getSelectionAtIndex(index, first, last + 1 - first)
             rects.extend(polygon.boundingRect() for polygon in selection.bounds())
     return rects
 
 
-def _char_index(doc: object, page: int, text: str, pos: int, dropped: int, lowest: int = 0) -> int:
+def _char_index(
+    doc: QPdfDocument, page: int, text: str, pos: int, dropped: int, lowest: int = 0
+) -> int:
     """The character index of ``text[pos]``, between ``pos`` and ``pos + dropped``.
 
     The number of text characters before index ``j`` (the length of the selection
@@ -278,7 +286,7 @@ def _char_index(doc: object, page: int, text: str, pos: int, dropped: int, lowes
     lo, hi = max(pos, lowest), pos + dropped
     while lo < hi:
         mid = (lo + hi) // 2
-        kept = len(doc.getSelectionAtIndex(page, 0, mid + 1).text())  # type: ignore[attr-defined]
+        kept = len(doc.getSelectionAtIndex(page, 0, mid + 1).text())
         if kept >= pos + 1:
             hi = mid
         else:
@@ -286,14 +294,16 @@ def _char_index(doc: object, page: int, text: str, pos: int, dropped: int, lowes
     return lo
 
 
-def _render(doc: object, index: int, width: int, rects: list[QRectF], count: int) -> PdfEvidence:
-    size_pt: QSizeF = doc.pagePointSize(index)  # type: ignore[attr-defined]
+def _render(
+    doc: QPdfDocument, index: int, width: int, rects: list[QRectF], count: int
+) -> PdfEvidence:
+    size_pt: QSizeF = doc.pagePointSize(index)
     if size_pt.width() <= 0:
         size_pt = QSizeF(612, 792)
     # Oversized sheets (posters, drawings) are capped by height too.
     scale = min(width / size_pt.width(), 2.2 * width / max(size_pt.height(), 1))
     pixels = QSize(max(1, int(size_pt.width() * scale)), max(1, int(size_pt.height() * scale)))
-    image = doc.render(index, pixels)  # type: ignore[attr-defined]
+    image = doc.render(index, pixels)
     return PdfEvidence(image, index + 1, count, size_pt, rects, bool(rects))
 
 
@@ -474,13 +484,13 @@ class EvidencePanel(QFrame):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
 
-        header = QFrame(objectName="panelHeader")
+        header = named(QFrame(), "panelHeader")
         head = QVBoxLayout(header)
         head.setContentsMargins(16, 12, 12, 10)
         head.setSpacing(4)
         top = QHBoxLayout()
         top.setSpacing(6)
-        self.caption = QLabel("Evidence", objectName="panelTitle")
+        self.caption = named(QLabel("Evidence"), "panelTitle")
         top.addWidget(self.caption)
         top.addStretch(1)
         self.zoom_out = self._tool("zoom-out", "Zoom out (Ctrl+-)", lambda: self._zoom(1 / 1.2))
@@ -489,21 +499,21 @@ class EvidencePanel(QFrame):
         self.next_page = self._tool("page-next", "Next page", lambda: self._step(1))
         for button in (self.prev_page, self.next_page, self.zoom_out, self.zoom_in):
             top.addWidget(button)
-        self.open_button = QPushButton(OPEN_LABEL, objectName="secondaryButton")
+        self.open_button = named(QPushButton(OPEN_LABEL), "secondaryButton")
         self.open_button.setToolTip("Open the file in your system's viewer")
         self.open_button.setAccessibleName(OPEN_LABEL)
         self.open_button.clicked.connect(self.open_original)
         top.addWidget(self.open_button)
         head.addLayout(top)
-        self.title = QLabel(objectName="evidenceTitle")
+        self.title = named(QLabel(), "evidenceTitle")
         self.title.setWordWrap(True)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.meta = QLabel(objectName="muted")
+        self.meta = named(QLabel(), "muted")
         self.meta.setWordWrap(True)
         head.addWidget(self.title)
         head.addWidget(self.meta)
         # Said when the system has no program to open the file: the path, to copy.
-        self.open_failed = QFrame(objectName="warningNote")
+        self.open_failed = named(QFrame(), "warningNote")
         ofl = QHBoxLayout(self.open_failed)
         ofl.setContentsMargins(10, 6, 10, 6)
         ofl.setSpacing(8)
@@ -511,7 +521,7 @@ class EvidencePanel(QFrame):
         self.open_failed_text.setTextFormat(Qt.TextFormat.PlainText)
         self.open_failed_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         ofl.addWidget(self.open_failed_text, 1)
-        self.copy_path_button = QPushButton("Copy path", objectName="secondaryButton")
+        self.copy_path_button = named(QPushButton("Copy path"), "secondaryButton")
         self.copy_path_button.clicked.connect(self._copy_path)
         ofl.addWidget(self.copy_path_button, 0, Qt.AlignmentFlag.AlignTop)
         self.open_failed.hide()
@@ -519,11 +529,11 @@ class EvidencePanel(QFrame):
         head.addWidget(self.open_failed)
         layout.addWidget(header)
 
-        self.quote = QLabel(objectName="quoteBox")
+        self.quote = named(QLabel(), "quoteBox")
         self.quote.setWordWrap(True)
         self.quote.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.quote.setTextFormat(Qt.TextFormat.RichText)
-        quote_wrap = QFrame(objectName="quoteWrap")
+        quote_wrap = named(QFrame(), "quoteWrap")
         qlay = QVBoxLayout(quote_wrap)
         qlay.setContentsMargins(14, 10, 14, 10)
         qlay.addWidget(self.quote)
@@ -532,13 +542,13 @@ class EvidencePanel(QFrame):
 
         self.stack = QStackedWidget()
         self.placeholder = self._placeholder()
-        self.loading = QLabel("Opening the document…", objectName="muted")
+        self.loading = named(QLabel("Opening the document…"), "muted")
         self.loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.pdf_view = PdfView()
-        self.text_view = QTextBrowser(objectName="textEvidence")
+        self.text_view = named(QTextBrowser(), "textEvidence")
         self.text_view.setOpenLinks(False)
         self.text_view.setFrameShape(QFrame.Shape.NoFrame)
-        self.message = QLabel(objectName="evidenceMessage")
+        self.message = named(QLabel(), "evidenceMessage")
         self.message.setWordWrap(True)
         self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.message.setContentsMargins(24, 24, 24, 24)
@@ -552,9 +562,9 @@ class EvidencePanel(QFrame):
         self._restyle(theme.palette)
         self.clear()
 
-    def _library_changed(self, snapshot: object) -> None:
+    def _library_changed(self, snapshot: LibrarySnapshot) -> None:
         """The document shown went with its folder: say so at once, keep none of its text."""
-        folders = [f.path for f in snapshot.folders]  # type: ignore[attr-defined]
+        folders = [f.path for f in snapshot.folders]
         self._let_go(
             lambda path: any(
                 path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders
@@ -592,14 +602,14 @@ class EvidencePanel(QFrame):
 
     # --- building ------------------------------------------------------------------------
 
-    def _tool(self, name: str, tip: str, slot: object) -> QToolButton:
-        button = QToolButton(objectName="iconButton")
+    def _tool(self, name: str, tip: str, slot: Callable[[], object]) -> QToolButton:
+        button = named(QToolButton(), "iconButton")
         button.setToolTip(tip)
         button.setAccessibleName(tip)
         button.setProperty("iconName", name)
         button.setIcon(icon(name))
         button.setIconSize(QSize(16, 16))
-        button.clicked.connect(slot)  # type: ignore[arg-type]
+        button.clicked.connect(slot)
         return button
 
     def _placeholder(self) -> QWidget:
@@ -610,13 +620,15 @@ class EvidencePanel(QFrame):
         self._placeholder_icon = QLabel()
         self._placeholder_icon.setAlignment(Qt.AlignmentFlag.AlignCenter)
         lay.addWidget(self._placeholder_icon)
-        title = QLabel("See where answers come from", objectName="emptyTitle")
+        title = named(QLabel("See where answers come from"), "emptyTitle")
         title.setAlignment(Qt.AlignmentFlag.AlignCenter)
         lay.addWidget(title)
-        text = QLabel(
-            "Click a numbered citation in an answer, or a search result, to open the passage "
-            "in its document with the supporting sentence highlighted.",
-            objectName="muted",
+        text = named(
+            QLabel(
+                "Click a numbered citation in an answer, or a search result, to open the passage "
+                "in its document with the supporting sentence highlighted."
+            ),
+            "muted",
         )
         text.setWordWrap(True)
         text.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -724,8 +736,8 @@ class EvidencePanel(QFrame):
             self._show_message("This passage has no stored text to show.", "")
             return
 
-        def load(library: object, ctx: TaskContext) -> TextEvidence:
-            text = library.document_text(document_id)  # type: ignore[attr-defined]
+        def load(library: Library, ctx: TaskContext) -> TextEvidence:
+            text = library.document_text(document_id)
             if not text:
                 raise LecternError(
                     "The text of this document is no longer in the library.",
@@ -797,8 +809,8 @@ class EvidencePanel(QFrame):
             cursor.setPosition(min(start, last))
             cursor.setPosition(min(end, last), QTextCursor.MoveMode.KeepAnchor)
             selection = QTextEdit.ExtraSelection()
-            selection.cursor = cursor  # type: ignore[attr-defined]
-            selection.format = fmt  # type: ignore[attr-defined]
+            selection.cursor = cursor
+            selection.format = fmt
             selections.append(selection)
         self.text_view.setExtraSelections(selections)
         if self._lit:
@@ -955,28 +967,28 @@ def open_document(path: str, page: int | None = None) -> bool:
 
 
 def _ocr_words(
-    library: object, document_id: int | None, spans: Sequence[tuple[int, int]]
+    library: Library | None, document_id: int | None, spans: Sequence[tuple[int, int]]
 ) -> list[WordBox]:
     """The OCR boxes of the cited characters; none on a digital page or without a library."""
     if library is None or document_id is None:
         return []
     words: list[WordBox] = []
     for start, end in spans:
-        words.extend(library.ocr_words(document_id, start, end))  # type: ignore[attr-defined]
+        words.extend(library.ocr_words(document_id, start, end))
     return words
 
 
 def _ocr_page_words(
-    library: object, document_id: int | None, words: Sequence[WordBox]
+    library: Library | None, document_id: int | None, words: Sequence[WordBox]
 ) -> list[WordBox]:
     """All the OCR boxes of the pages ``words`` are on: the lines the cited words sit on."""
     if library is None or document_id is None or not words:
         return []
     pages = {w.page for w in words}
     found: list[WordBox] = []
-    for span in library.document_pages(document_id):  # type: ignore[attr-defined]
+    for span in library.document_pages(document_id):
         if span.page in pages:
-            found.extend(library.ocr_words(document_id, span.start, span.end))  # type: ignore[attr-defined]
+            found.extend(library.ocr_words(document_id, span.start, span.end))
     return found
 
 
@@ -1011,7 +1023,7 @@ def map_ranges(source: str, shown: str, ranges: Sequence[tuple[int, int]]) -> li
 
 
 def _term_spans(
-    library: object,
+    library: Library | None,
     document_id: int | None,
     spans: Sequence[tuple[int, int]],
     terms: Sequence[str],
@@ -1020,9 +1032,9 @@ def _term_spans(
     when there are no terms): what OCR boxes a search hit lights."""
     if not terms:
         return list(spans)
-    if library is None or document_id is None or not library.ocr_pages(document_id):  # type: ignore[attr-defined]
+    if library is None or document_id is None or not library.ocr_pages(document_id):
         return []  # a digital page: its own text layer finds the words
-    text = library.document_text(document_id)  # type: ignore[attr-defined]
+    text = library.document_text(document_id)
     return [w for s, e in spans for w in term_ranges(text, terms, s, e)]
 
 

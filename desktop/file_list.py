@@ -52,6 +52,7 @@ from desktop.qt import (
     QUrl,
     QVBoxLayout,
     QWidget,
+    named,
 )
 from desktop.rich import count_of
 from desktop.theme import Palette, Theme, icon
@@ -400,17 +401,17 @@ class FileListWindow(QDialog):
         layout.setSpacing(8)
 
         bar = QHBoxLayout()
-        self.filter_edit = QLineEdit(objectName="fileFilter")
+        self.filter_edit = named(QLineEdit(), "fileFilter")
         self.filter_edit.setPlaceholderText("Filter by name, folder or reason")
         self.filter_edit.setClearButtonEnabled(True)
         self.filter_edit.setAccessibleName("Filter files")
         bar.addWidget(self.filter_edit, 1)
-        self.state_box = QComboBox(objectName="fileStateFilter")
+        self.state_box = named(QComboBox(), "fileStateFilter")
         for label, _ in STATE_FILTERS:
             self.state_box.addItem(label)
         self.state_box.setAccessibleName("Show files in this state")
         bar.addWidget(self.state_box)
-        self.folder_box = QComboBox(objectName="fileFolderFilter")
+        self.folder_box = named(QComboBox(), "fileFolderFilter")
         self.folder_box.addItem("All folders", None)
         self.folder_box.setAccessibleName("Show files of this folder")
         self.folder_box.setMinimumContentsLength(18)
@@ -420,12 +421,12 @@ class FileListWindow(QDialog):
         bar.addWidget(self.folder_box)
         layout.addLayout(bar)
 
-        self.summary = QLabel("Reading the library…", objectName="muted")
+        self.summary = named(QLabel("Reading the library…"), "muted")
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
 
         self.model = FileListModel(theme.palette, self)
-        self.table = QTableView(objectName="fileTable")
+        self.table = named(QTableView(), "fileTable")
         self.table.setModel(self.model)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
@@ -452,7 +453,7 @@ class FileListWindow(QDialog):
         self.table.setSortingEnabled(True)  # (sorts by the indicator: state, failed first)
         layout.addWidget(self.table, 1)
 
-        self.details = QLabel(objectName="fileDetails")
+        self.details = named(QLabel(), "fileDetails")
         self.details.setTextFormat(Qt.TextFormat.RichText)
         self.details.setWordWrap(True)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -461,16 +462,16 @@ class FileListWindow(QDialog):
         layout.addWidget(self.details)
 
         buttons = QHBoxLayout()
-        self.retry_button = QPushButton("Retry", objectName="primaryButton")
+        self.retry_button = named(QPushButton("Retry"), "primaryButton")
         self.retry_button.setToolTip("Read the selected failed files again (after fixing them)")
         self.retry_button.clicked.connect(self.retry_selected)
-        self.open_button = QPushButton("Open original", objectName="secondaryButton")
+        self.open_button = named(QPushButton("Open original"), "secondaryButton")
         self.open_button.setToolTip("Open the file in its program (Enter or double-click)")
         self.open_button.clicked.connect(self.open_selected)
-        self.show_button = QPushButton("Show in folder", objectName="secondaryButton")
+        self.show_button = named(QPushButton("Show in folder"), "secondaryButton")
         self.show_button.setToolTip("Open the folder that holds the file")
         self.show_button.clicked.connect(self.show_selected_in_folder)
-        close = QPushButton("Close", objectName="secondaryButton")
+        close = named(QPushButton("Close"), "secondaryButton")
         close.clicked.connect(self.close)
         for button in (self.retry_button, self.open_button, self.show_button):
             buttons.addWidget(button)
@@ -494,7 +495,7 @@ class FileListWindow(QDialog):
         enter.setContext(Qt.ShortcutContext.WidgetShortcut)
         enter.activated.connect(self.open_selected)
         find = QShortcut(QKeySequence.StandardKey.Find, self)
-        find.activated.connect(lambda: (self.filter_edit.setFocus(), self.filter_edit.selectAll()))
+        find.activated.connect(self._focus_filter)
 
         backend.library_changed.connect(self._library_changed)
         theme.changed.connect(self._restyle)
@@ -668,6 +669,10 @@ class FileListWindow(QDialog):
 
     def selected_paths(self) -> list[str]:
         return [r.path for r in self.selected_rows()]
+
+    def _focus_filter(self) -> None:
+        self.filter_edit.setFocus()
+        self.filter_edit.selectAll()
 
     def _selection_changed(self) -> None:
         rows = self.selected_rows()

@@ -17,6 +17,7 @@ from desktop.qt import (
     Qt,
     QVBoxLayout,
     QWidget,
+    named,
 )
 from desktop.workers import describe_error
 
@@ -59,14 +60,14 @@ class LibraryCheckDialog(QDialog):
         self.setWindowTitle("How well Lectern finds things in your library")
         self.setMinimumWidth(520)
         column = QVBoxLayout(self)
-        self.verdict = QLabel(objectName="libraryCheckVerdict")
+        self.verdict = named(QLabel(), "libraryCheckVerdict")
         self.verdict.setWordWrap(True)
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         column.addWidget(self.verdict)
-        self.table = QLabel(objectName="libraryCheckTable")
+        self.table = named(QLabel(), "libraryCheckTable")
         self.table.setTextFormat(Qt.TextFormat.RichText)
         column.addWidget(self.table)
-        self.note = QLabel(objectName="libraryCheckNote")
+        self.note = named(QLabel(), "libraryCheckNote")
         self.note.setWordWrap(True)
         column.addWidget(self.note)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
+from core.indexing.coordinator import IndexJob
 from core.indexing.throttle import BUSY_WAITING
 from core.records import Document, IndexProgress, IndexReport
 from desktop.backend import Backend, LibrarySnapshot
 from desktop.file_list import FileListWindow, next_step
-from desktop.index_jobs import IndexJob
 from desktop.qt import (
     QDesktopServices,
     QEvent,
@@ -33,6 +34,7 @@ from desktop.qt import (
     QVBoxLayout,
     QWidget,
     Signal,
+    named,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +61,10 @@ def fmt_duration(seconds: float | None) -> str:
     return f"about {seconds // 3600} h {seconds // 60 % 60:02d} min left"
 
 
+def _children(item: QTreeWidgetItem) -> list[QTreeWidgetItem]:
+    return [child for j in range(item.childCount()) if (child := item.child(j)) is not None]
+
+
 class FolderRow(QWidget):
     """One library folder: name, path and counts, with a menu of actions."""
 
@@ -83,7 +89,7 @@ class FolderRow(QWidget):
         for label in (self.name, self.path, self.counts):
             col.addWidget(label)
         lay.addLayout(col, 1)
-        self.menu_button = QToolButton(objectName="iconButton")
+        self.menu_button = named(QToolButton(), "iconButton")
         self.menu_button.setText("⋯")
         self.menu_button.setToolTip("Folder actions")
         self.menu_button.setAccessibleName("Folder actions")
@@ -118,7 +124,7 @@ class LibraryPanel(QFrame):
 
         head = QHBoxLayout()
         head.setContentsMargins(6, 0, 0, 0)
-        title = QLabel("Library", objectName="sidebarTitle")
+        title = named(QLabel("Library"), "sidebarTitle")
         head.addWidget(title)
         head.addStretch(1)
         # Every file with its state: the library's health at a glance.
@@ -136,7 +142,7 @@ class LibraryPanel(QFrame):
         head.addWidget(self.add_button)
         layout.addLayout(head)
 
-        self.tree = QTreeWidget(objectName="libraryTree")
+        self.tree = named(QTreeWidget(), "libraryTree")
         self.tree.viewport().installEventFilter(self)
         self.tree.setHeaderHidden(True)
         self.tree.setIndentation(14)
@@ -162,15 +168,17 @@ class LibraryPanel(QFrame):
         self.tree.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         layout.addWidget(self.tree, 1)
 
-        self.empty = QLabel(
-            "No folders yet.\nDrop a folder anywhere on the window, or click + to choose one.",
-            objectName="sidebarEmpty",
+        self.empty = named(
+            QLabel(
+                "No folders yet.\nDrop a folder anywhere on the window, or click + to choose one."
+            ),
+            "sidebarEmpty",
         )
         self.empty.setWordWrap(True)
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         layout.addWidget(self.empty)
 
-        self.progress_card = QFrame(objectName="progressCard")
+        self.progress_card = named(QFrame(), "progressCard")
         pc = QVBoxLayout(self.progress_card)
         pc.setContentsMargins(12, 10, 12, 10)
         pc.setSpacing(6)
@@ -185,7 +193,7 @@ class LibraryPanel(QFrame):
         self.cancel_button = self._tool("close", "Cancel indexing (finished files are kept)")
         self.cancel_button.clicked.connect(lambda: backend.cancel_indexing())
         # After a cancel nothing runs until the person says so: this is how.
-        self.resume_button = QPushButton("Resume", objectName="secondaryButton")
+        self.resume_button = named(QPushButton("Resume"), "secondaryButton")
         self.resume_button.setToolTip("Index the files left (also F5, Retry or adding a folder)")
         self.resume_button.setAccessibleName("Resume indexing")
         self.resume_button.clicked.connect(backend.resume_indexing)
@@ -193,7 +201,7 @@ class LibraryPanel(QFrame):
         for button in (self.pause_button, self.cancel_button, self.resume_button):
             prow.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
         pc.addLayout(prow)
-        self.progress_bar = QProgressBar(objectName="indexProgress")
+        self.progress_bar = named(QProgressBar(), "indexProgress")
         self.progress_bar.setTextVisible(False)
         self.progress_bar.setFixedHeight(6)
         pc.addWidget(self.progress_bar)
@@ -209,13 +217,13 @@ class LibraryPanel(QFrame):
         self.progress_card.hide()
         layout.addWidget(self.progress_card)
 
-        self.summary = QLabel(objectName="sidebarSummary")
+        self.summary = named(QLabel(), "sidebarSummary")
         self.summary.setWordWrap(True)
         self.summary.hide()
         layout.addWidget(self.summary)
         # A change of embedding model re-embeds in the background with no indexing card
         # to pause it from: Pause here holds it as Pause indexing does.
-        self.switch_button = QPushButton("Pause", objectName="secondaryButton")
+        self.switch_button = named(QPushButton("Pause"), "secondaryButton")
         self.switch_button.setToolTip(
             "Pause re-embedding for the new model (search keeps using the current one)"
         )
@@ -230,7 +238,7 @@ class LibraryPanel(QFrame):
         switch_row.addStretch(1)
         layout.addLayout(switch_row)
         # The library check (core/evaluation/library_check.py): how well search does on this library.
-        self.check_button = QPushButton("Check search quality", objectName="secondaryButton")
+        self.check_button = named(QPushButton("Check search quality"), "secondaryButton")
         self.check_button.setToolTip(
             "Measure how well Lectern finds things in your documents, on questions made from them"
         )
@@ -243,20 +251,20 @@ class LibraryPanel(QFrame):
         self.check_button.hide()
         # The embedding model the library's languages call for (core/embedding/languages.py),
         # offered until the person switches or says not now.
-        self.model_offer = QFrame(objectName="modelOffer")
+        self.model_offer = named(QFrame(), "modelOffer")
         offer = QVBoxLayout(self.model_offer)
         offer.setContentsMargins(11, 6, 11, 8)
-        self.model_offer_text = QLabel(objectName="modelOfferText")
+        self.model_offer_text = named(QLabel(), "modelOfferText")
         self.model_offer_text.setWordWrap(True)
         offer.addWidget(self.model_offer_text)
         offer_buttons = QHBoxLayout()
-        self.model_offer_switch = QPushButton("Switch model", objectName="secondaryButton")
+        self.model_offer_switch = named(QPushButton("Switch model"), "secondaryButton")
         self.model_offer_switch.setToolTip(
             "Re-embed the library with the multilingual model in the background; search "
             "keeps using the current model until it is done"
         )
         self.model_offer_switch.clicked.connect(self._accept_model_offer)
-        self.model_offer_decline = QPushButton("Not now", objectName="secondaryButton")
+        self.model_offer_decline = named(QPushButton("Not now"), "secondaryButton")
         self.model_offer_decline.clicked.connect(self._decline_model_offer)
         offer_buttons.addWidget(self.model_offer_switch)
         offer_buttons.addWidget(self.model_offer_decline)
@@ -279,7 +287,7 @@ class LibraryPanel(QFrame):
         self.set_snapshot(LibrarySnapshot((), {}))
 
     def _tool(self, name: str, tip: str) -> QToolButton:
-        button = QToolButton(objectName="iconButton")
+        button = named(QToolButton(), "iconButton")
         button.setProperty("iconName", name)
         button.setToolTip(tip)
         button.setAccessibleName(tip)
@@ -305,8 +313,7 @@ class LibraryPanel(QFrame):
         item keeps the height it is given: a fixed one cut "1 skipped" in a narrow
         sidebar)."""
         width = self.tree.viewport().width() - self.tree.indentation()
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
+        for item in self._folder_items():
             row = self.tree.itemWidget(item, 0)
             if row is None or width <= 0:
                 continue
@@ -371,7 +378,7 @@ class LibraryPanel(QFrame):
             item = QTreeWidgetItem(self.tree)
             item.setData(0, ROLE_PATH, folder.path)
             item.setData(0, ROLE_KIND, "folder")
-            row = FolderRow(lambda pos, p=folder.path: self._folder_menu(p, pos))
+            row = FolderRow(partial(self._folder_menu, folder.path))
             self._fill_row(row, folder, palette)
             item.setSizeHint(0, QSize(100, FOLDER_ROW_HEIGHT))
             self.tree.setItemWidget(item, 0, row)
@@ -514,22 +521,27 @@ class LibraryPanel(QFrame):
             if self._key(head) in self._expanded:
                 head.setExpanded(True)
 
+    def _folder_items(self) -> list[QTreeWidgetItem]:
+        tree = self.tree
+        return [
+            item
+            for i in range(tree.topLevelItemCount())
+            if (item := tree.topLevelItem(i)) is not None
+        ]
+
     def expand_problems(self) -> None:
-        for i in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(i)
+        for item in self._folder_items():
             item.setExpanded(True)
-            for j in range(item.childCount()):
-                item.child(j).setExpanded(True)
+            for child in _children(item):
+                child.setExpanded(True)
 
     def problem_items(self) -> list[QTreeWidgetItem]:
         found = []
-        for i in range(self.tree.topLevelItemCount()):
-            folder = self.tree.topLevelItem(i)
-            for j in range(folder.childCount()):
-                group = folder.child(j)
-                for k in range(group.childCount()):
-                    if group.child(k).data(0, ROLE_KIND) == "file":
-                        found.append(group.child(k))
+        for folder in self._folder_items():
+            for group in _children(folder):
+                for entry in _children(group):
+                    if entry.data(0, ROLE_KIND) == "file":
+                        found.append(entry)
         return found
 
     # --- actions --------------------------------------------------------------------

@@ -59,6 +59,7 @@ from desktop.qt import (
     QVBoxLayout,
     QWidget,
     Signal,
+    named,
 )
 from desktop.rich import count_of
 from desktop.settings_dialog import SettingsDialog
@@ -134,7 +135,7 @@ class MatchDelegate(QStyledItemDelegate):
 
     @staticmethod
     def _font(option: QStyleOptionViewItem) -> QFont:
-        font = QFont(option.font)  # type: ignore[attr-defined]
+        font = QFont(option.font)
         # The style sheet sets sizes in pixels, which leaves the point size unset (-1).
         if font.pointSizeF() > 0:
             font.setPointSizeF(font.pointSizeF() * 0.88)
@@ -155,8 +156,8 @@ class MatchDelegate(QStyledItemDelegate):
             return
         opt = QStyleOptionViewItem(option)
         self.initStyleOption(opt, index)
-        opt.displayAlignment = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop  # type: ignore[attr-defined]
-        widget = opt.widget  # type: ignore[attr-defined]
+        opt.displayAlignment = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop
+        widget = opt.widget
         style = widget.style() if widget is not None else QApplication.style()
         style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
         text = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, widget)
@@ -164,7 +165,7 @@ class MatchDelegate(QStyledItemDelegate):
         metrics = QFontMetrics(font)
         line = QRect(
             text.left(),
-            text.top() + opt.fontMetrics.height() + 2,  # type: ignore[attr-defined]
+            text.top() + opt.fontMetrics.height() + 2,
             text.width(),
             metrics.height(),
         )
@@ -198,15 +199,15 @@ class ConversationList(QFrame):
         lay.setSpacing(6)
         head = QHBoxLayout()
         head.setContentsMargins(6, 0, 0, 0)
-        head.addWidget(QLabel("Conversations", objectName="sidebarTitle"))
+        head.addWidget(named(QLabel("Conversations"), "sidebarTitle"))
         head.addStretch(1)
-        self.new_button = QToolButton(objectName="iconButton")
+        self.new_button = named(QToolButton(), "iconButton")
         self.new_button.setToolTip("New conversation (Ctrl+N)")
         self.new_button.setAccessibleName("New conversation")
         self.new_button.setIconSize(QSize(17, 17))
         head.addWidget(self.new_button)
         lay.addLayout(head)
-        self.search = QLineEdit(objectName="conversationSearch")
+        self.search = named(QLineEdit(), "conversationSearch")
         self.search.setPlaceholderText("Search conversations")
         self.search.setAccessibleName("Search conversations")
         self.search.setToolTip("Find conversations by their title, questions or answers")
@@ -223,7 +224,7 @@ class ConversationList(QFrame):
         clear = QShortcut(QKeySequence(Qt.Key.Key_Escape), self.search)
         clear.setContext(Qt.ShortcutContext.WidgetShortcut)
         clear.activated.connect(self.search.clear)
-        self.list = QListWidget(objectName="conversationItems")
+        self.list = named(QListWidget(), "conversationItems")
         self.list.setFrameShape(QFrame.Shape.NoFrame)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.setAccessibleName("Conversations")
@@ -240,7 +241,7 @@ class ConversationList(QFrame):
         rename.setContext(Qt.ShortcutContext.WidgetShortcut)
         rename.activated.connect(self.rename_current)
         lay.addWidget(self.list, 1)
-        self.empty = QLabel("Your questions and answers are kept here.", objectName="sidebarEmpty")
+        self.empty = named(QLabel("Your questions and answers are kept here."), "sidebarEmpty")
         self.empty.setWordWrap(True)
         self.empty.setTextFormat(Qt.TextFormat.PlainText)  # the query is shown as typed
         lay.addWidget(self.empty)
@@ -324,7 +325,7 @@ class ConversationList(QFrame):
         self.current = conversation_id
         self.list.blockSignals(True)
         self.list.clearSelection()
-        self.list.setCurrentItem(None)  # type: ignore[arg-type]
+        self.list.setCurrentRow(-1)  # what setCurrentItem(None) does, in a typed call
         for i in range(self.list.count()):
             item = self.list.item(i)
             if item.data(Qt.ItemDataRole.UserRole) == conversation_id:
@@ -378,11 +379,11 @@ class Banner(QFrame):
         lay.setContentsMargins(16, 10, 12, 10)
         self.icon = QLabel()
         lay.addWidget(self.icon)
-        self.text = QLabel(objectName="bannerText")
+        self.text = named(QLabel(), "bannerText")
         self.text.setWordWrap(True)
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.text, 1)
-        self.action = QPushButton("Try again", objectName="primaryButton")
+        self.action = named(QPushButton("Try again"), "primaryButton")
         lay.addWidget(self.action)
         self.hide()
 
@@ -415,26 +416,26 @@ class MainWindow(QMainWindow):
         self.conversation = ConversationPanel(backend, theme)
         self.evidence = EvidencePanel(backend, theme)
 
-        sidebar = QFrame(objectName="sidebar")
+        sidebar = named(QFrame(), "sidebar")
         side = QVBoxLayout(sidebar)
         side.setContentsMargins(0, 0, 0, 0)
         side.setSpacing(0)
-        brand = QFrame(objectName="brand")
+        brand = named(QFrame(), "brand")
         bl = QHBoxLayout(brand)
         bl.setContentsMargins(16, 12, 12, 6)
         logo = QLabel()
         logo.setPixmap(app_icon().pixmap(26, 26))
         bl.addWidget(logo)
-        bl.addWidget(QLabel("Lectern", objectName="brandName"))
+        bl.addWidget(named(QLabel("Lectern"), "brandName"))
         bl.addStretch(1)
-        self.settings_button = QToolButton(objectName="iconButton")
+        self.settings_button = named(QToolButton(), "iconButton")
         self.settings_button.setToolTip("Settings (Ctrl+,)")
         self.settings_button.setAccessibleName("Settings")
         self.settings_button.setIconSize(QSize(18, 18))
         self.settings_button.clicked.connect(lambda: self.open_settings())
         bl.addWidget(self.settings_button)
         side.addWidget(brand)
-        self.side_split = QSplitter(Qt.Orientation.Vertical, objectName="sideSplit")
+        self.side_split = named(QSplitter(Qt.Orientation.Vertical), "sideSplit")
         self.side_split.addWidget(self.library)
         self.side_split.addWidget(self.conversation_list)
         self.side_split.setStretchFactor(0, 5)
@@ -449,7 +450,7 @@ class MainWindow(QMainWindow):
         cl.setContentsMargins(0, 0, 0, 0)
         cl.setSpacing(0)
         cl.addWidget(self.banner)
-        self.split = QSplitter(Qt.Orientation.Horizontal, objectName="mainSplit")
+        self.split = named(QSplitter(Qt.Orientation.Horizontal), "mainSplit")
         self.split.addWidget(sidebar)
         self.split.addWidget(self.conversation)
         self.split.addWidget(self.evidence)
@@ -482,9 +483,9 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         bar.setObjectName("statusBar")
         bar.setSizeGripEnabled(True)
-        self.phase_dot = QLabel("●", objectName="phaseDot")
-        self.phase_label = QLabel("Starting…", objectName="phaseLabel")
-        self.phase_busy = QProgressBar(objectName="phaseBusy")
+        self.phase_dot = named(QLabel("●"), "phaseDot")
+        self.phase_label = named(QLabel("Starting…"), "phaseLabel")
+        self.phase_busy = named(QProgressBar(), "phaseBusy")
         self.phase_busy.setRange(0, 0)
         self.phase_busy.setFixedSize(70, 5)
         self.phase_busy.setTextVisible(False)
@@ -496,7 +497,7 @@ class MainWindow(QMainWindow):
         hl.addWidget(self.phase_label)
         hl.addWidget(self.phase_busy)
         bar.addWidget(holder)
-        self.notice_label = QLabel(objectName="noticeLabel")
+        self.notice_label = named(QLabel(), "noticeLabel")
         self.notice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         bar.addWidget(self.notice_label, 1)
         self._notice_timer = QTimer(self)
@@ -508,7 +509,7 @@ class MainWindow(QMainWindow):
         menu: QMenu,
         text: str,
         slot: Any,
-        shortcut: QKeySequence | str | None = None,
+        shortcut: QKeySequence | QKeySequence.StandardKey | str | None = None,
         tip: str = "",
     ) -> QAction:
         action = QAction(text, self)
@@ -734,7 +735,9 @@ class MainWindow(QMainWindow):
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)
-        self.overlay.setGeometry(self.centralWidget().rect())
+        central = self.centralWidget()
+        if central is not None:
+            self.overlay.setGeometry(central.rect())
 
     def bring_to_front(self, folders: Sequence[str] = ()) -> None:
         if self.isMinimized():
@@ -750,7 +753,9 @@ class MainWindow(QMainWindow):
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if event.mimeData().hasUrls() and local_paths(event.mimeData().urls()):
             event.acceptProposedAction()
-            self.overlay.setGeometry(self.centralWidget().rect())
+            central = self.centralWidget()
+            if central is not None:
+                self.overlay.setGeometry(central.rect())
             self.overlay.show()
             self.overlay.raise_()
         else:

@@ -31,7 +31,7 @@ class ModelDownload(QObject):
         self.backend = backend
         self.model = model
         self.status: PullStatus | None = None
-        self.task: Task | None = None
+        self.task: Task[bool] | None = None
 
     @property
     def running(self) -> bool:

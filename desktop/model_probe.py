@@ -7,12 +7,15 @@ window or closing it); every outcome, a malformed address included, becomes an
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from core.config import Settings
 from core.errors import LecternError
 from desktop.workers import describe_error
+
+if TYPE_CHECKING:
+    from core.generation.llm import Backend
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,7 @@ class LLMStatus:
     """What the configured model server said when last asked."""
 
     state: str  # checking | ready | unreachable | no_models | model_missing | invalid | error
-    kind: str = "ollama"
+    kind: str = Settings.llm_kind  # a key of core.generation.llm.BACKENDS
     url: str = ""
     model: str = ""
     models: tuple[str, ...] = ()
@@ -37,8 +40,16 @@ class LLMStatus:
         return self.state == "ready"
 
     @property
+    def backend(self) -> Backend | None:
+        """The kind of server, None for a kind this version does not know."""
+        # Imported here: the window opens before the HTTP clients are loaded.
+        from core.generation.llm import BACKENDS
+
+        return BACKENDS.get(self.kind)
+
+    @property
     def server_name(self) -> str:
-        return "Ollama" if self.kind == "ollama" else "the model server"
+        return self.backend.server_name if self.backend else "the model server"
 
 
 def model_matches(wanted: str, installed: str) -> bool:
@@ -52,14 +63,10 @@ def model_matches(wanted: str, installed: str) -> bool:
 
 def llm_address(settings: Settings) -> str:
     """The server address as configured (never raises, unlike resolving it)."""
-    if settings.llm_url:
-        return settings.llm_url
-    if settings.llm_kind != "ollama":
-        return ""
-    try:
-        return settings.resolved_llm_url
-    except LecternError:  # a malformed OLLAMA_HOST: shown as written
-        return os.environ.get("OLLAMA_HOST", "").strip()
+    from core.generation.llm import BACKENDS
+
+    backend = BACKENDS.get(settings.llm_kind)
+    return backend.address(settings) if backend else settings.llm_url
 
 
 def address_problem(exc: LecternError) -> tuple[str, str]:
@@ -74,7 +81,7 @@ def address_problem(exc: LecternError) -> tuple[str, str]:
 def probe_llm(settings: Settings) -> LLMStatus:
     """Ask the configured server what it has (runs in the background)."""
     from core.errors import ConfigError, LLMUnavailableError
-    from core.generation.llm import make_client
+    from core.generation.llm import backend_for, make_client
 
     kind = settings.llm_kind
     url = llm_address(settings)
@@ -115,7 +122,8 @@ def probe_llm(settings: Settings) -> LLMStatus:
             kind,
             url,
             settings.llm_model,
-            message=f"{'Ollama' if kind == 'ollama' else 'The server'} is running but has no models yet.",
+            # The client was built, so the kind is a known one.
+            message=f"{backend_for(kind).title_short_name} is running but has no models yet.",
         )
     if not any(model_matches(settings.llm_model, m) for m in models):
         return LLMStatus(

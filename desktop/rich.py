@@ -94,13 +94,13 @@ def answer_html(
         bullet = _BULLET.match(raw)
         numbered = _NUMBERED.match(raw)
         heading = _HEADING.match(raw)
-        if bullet or numbered:
+        content = bullet.group(1) if bullet else numbered.group(2) if numbered else None
+        if content is not None:
             flush_paragraph()
             kind = "ul" if bullet else "ol"
             if list_kind != kind:
                 flush_list()
                 list_kind = kind
-            content = bullet.group(1) if bullet else numbered.group(2)  # type: ignore[union-attr]
             items.append(_line_html(content, palette, counts, known))
             continue
         flush_list()

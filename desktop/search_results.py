@@ -21,6 +21,7 @@ from desktop.qt import (
     QVBoxLayout,
     QWidget,
     Signal,
+    named,
 )
 from desktop.rich import (
     esc,
@@ -36,6 +37,10 @@ from desktop.viewmodels import (
     SourceView,
 )
 from desktop.widgets import ClickableFrame, WrapLabel, segmented_control
+
+
+class _ResultCard(ClickableFrame):
+    label: WrapLabel  # assigned right after construction, once the card has a layout to hold it
 
 
 class SearchResultsWidget(QFrame):
@@ -64,7 +69,7 @@ class SearchResultsWidget(QFrame):
         self.results = QVBoxLayout()
         self.results.setSpacing(8)
         self.layout_.addLayout(self.results)
-        self.cards: list[ClickableFrame] = []
+        self.cards: list[_ResultCard] = []
         self.refresh()
 
     def set_hits(self, hits: list[Any]) -> None:
@@ -125,7 +130,7 @@ class SearchResultsWidget(QFrame):
         kept the window from repainting for a noticeable moment on a busy machine."""
         palette = self.theme.palette
         for source in self._queue[:batch]:
-            card = ClickableFrame()
+            card = _ResultCard()
             card.setObjectName("resultCard")
             card.setAccessibleName(f"Result {source.n}: {source.display_name}")
             lay = QVBoxLayout(card)
@@ -143,7 +148,7 @@ class SearchResultsWidget(QFrame):
             label.setTextFormat(Qt.TextFormat.RichText)
             label.setWordWrap(True)
             lay.addWidget(label)
-            card.label = label  # type: ignore[attr-defined]
+            card.label = label
             # The panel lights the searched words, not the whole passage (every line and
             # table cell of it), and quotes what this card shows.
             request = replace(
@@ -186,7 +191,7 @@ class SearchView(QFrame):
         bar = QHBoxLayout()
         bar.setContentsMargins(24, 12, 24, 4)
         bar.setSpacing(8)
-        bar.addWidget(QLabel("Find", objectName="searchModeLabel"))
+        bar.addWidget(named(QLabel("Find"), "searchModeLabel"))
         segment, self.mode_group, (self.words_button, self.meaning_button) = segmented_control(
             self,
             [
@@ -205,15 +210,15 @@ class SearchView(QFrame):
         bar.addStretch(1)
         layout.addLayout(bar)
 
-        self.scroll = QScrollArea(objectName="transcript")
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        holder = QWidget(objectName="transcriptHolder")
+        self.scroll_area = named(QScrollArea(), "transcript")
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        holder = named(QWidget(), "transcriptHolder")
         hl = QHBoxLayout(holder)
         hl.setContentsMargins(24, 12, 24, 24)
         hl.addStretch(1)
-        self.column = QWidget(objectName="transcriptColumn")
+        self.column = named(QWidget(), "transcriptColumn")
         self.column.setMaximumWidth(860)
         self.column_layout = QVBoxLayout(self.column)
         self.column_layout.setContentsMargins(0, 0, 0, 0)
@@ -222,8 +227,8 @@ class SearchView(QFrame):
         self.column_layout.addStretch(1)
         hl.addWidget(self.column, 100)
         hl.addStretch(1)
-        self.scroll.setWidget(holder)
-        layout.addWidget(self.scroll, 1)
+        self.scroll_area.setWidget(holder)
+        layout.addWidget(self.scroll_area, 1)
         theme.changed.connect(self._restyle)
         self._restyle()
 
@@ -288,8 +293,8 @@ class SearchView(QFrame):
 
     def _to_top(self) -> None:
         # Now and once the cards added in later turns of the event loop are laid out.
-        self.scroll.verticalScrollBar().setValue(0)
-        QTimer.singleShot(0, lambda: self.scroll.verticalScrollBar().setValue(0))
+        self.scroll_area.verticalScrollBar().setValue(0)
+        QTimer.singleShot(0, lambda: self.scroll_area.verticalScrollBar().setValue(0))
 
     def _restyle(self, *_: object) -> None:
         self.empty.setStyleSheet(f"color: {self.theme.palette.muted};")

@@ -52,12 +52,14 @@ def _check_resources() -> str:
 def _check_qt() -> str:
     from desktop.qt import QApplication
 
-    app = QApplication.instance() or QApplication(["Lectern", "-platform", "offscreen"])
+    # Held until the check ends; platformName is static, and instance() is typed as the
+    # GUI-less base class that lacks it.
+    _app = QApplication.instance() or QApplication(["Lectern", "-platform", "offscreen"])
     from desktop.theme import app_icon
 
     if app_icon().isNull():
         raise StepFailed("The application icon could not be drawn (QtSvg missing?).")
-    return f"{app.platformName()} platform plugin loaded, icons drawn"
+    return f"{QApplication.platformName()} platform plugin loaded, icons drawn"
 
 
 def _check_pdf(folder: Path) -> Callable[[], str]:

@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from core.config import Settings
+from core.generation.llm import BACKENDS, backend_for
 from core.generation.pull import byte_size
 from core.indexing.throttle import IDLE_THRESHOLD, Throttle, cpu_cores
 from core.retrieval.llm_order import LLM_RERANK_CANDIDATES
 from desktop.backend import Backend
-from desktop.model_probe import LLMStatus, llm_address, model_matches, probe_llm
+from desktop.model_probe import LLMStatus, model_matches, probe_llm
 from desktop.qt import (
     QCheckBox,
     QComboBox,
@@ -29,18 +30,17 @@ from desktop.qt import (
     QScrollArea,
     QSize,
     QSpinBox,
+    QStandardItemModel,
     Qt,
     QVBoxLayout,
     QWidget,
     Signal,
+    named,
 )
 from desktop.theme import Theme
 from desktop.workers import Task, TaskContext, describe_error
 
-KINDS = (
-    ("ollama", "Ollama"),
-    ("openai", "OpenAI-compatible server (LM Studio, llama.cpp, vLLM, Jan)"),
-)
+KINDS = tuple((key, backend.display_name) for key, backend in BACKENDS.items())
 APPEARANCES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
 SUGGESTED_MODELS = ("llama3.2", "qwen2.5:3b", "mistral", "gemma3:4b", "phi4-mini")
 INDEX_WHEN = (
@@ -79,24 +79,26 @@ class SettingsDialog(QDialog):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 16)
         outer.setSpacing(0)
-        self.scroll = QScrollArea(objectName="settingsScroll")
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.body = QWidget(objectName="settingsBody")
-        self.scroll.setWidget(self.body)
-        outer.addWidget(self.scroll, 1)
+        self.scroll_area = named(QScrollArea(), "settingsScroll")
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.body = named(QWidget(), "settingsBody")
+        self.scroll_area.setWidget(self.body)
+        outer.addWidget(self.scroll_area, 1)
         layout = QVBoxLayout(self.body)
         layout.setContentsMargins(22, 20, 22, 8)
         layout.setSpacing(14)
 
-        title = QLabel("Language model", objectName="dialogSection")
+        title = named(QLabel("Language model"), "dialogSection")
         layout.addWidget(title)
-        intro = QLabel(
-            "Lectern writes answers with a model running on this computer (or on a server you "
-            "choose). Without one it still answers, by quoting the best sentences from your "
-            "documents.",
-            objectName="muted",
+        intro = named(
+            QLabel(
+                "Lectern writes answers with a model running on this computer (or on a server "
+                "you choose). Without one it still answers, by quoting the best sentences from "
+                "your documents."
+            ),
+            "muted",
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
@@ -119,7 +121,7 @@ class SettingsDialog(QDialog):
         self.url = QLineEdit(settings.llm_url)
         self.url.setClearButtonEnabled(True)
         url_row.addWidget(self.url, 1)
-        self.test_button = QPushButton("Test connection", objectName="secondaryButton")
+        self.test_button = named(QPushButton("Test connection"), "secondaryButton")
         self.test_button.clicked.connect(self.refresh_models)
         url_row.addWidget(self.test_button)
         form.addRow("Address", url_row)
@@ -137,23 +139,23 @@ class SettingsDialog(QDialog):
         self.model.setCurrentText(settings.llm_model)
         self.model.setToolTip("Models installed on the server; you can also type a name")
         model_row.addWidget(self.model, 1)
-        self.refresh_button = QPushButton("Refresh", objectName="secondaryButton")
+        self.refresh_button = named(QPushButton("Refresh"), "secondaryButton")
         self.refresh_button.setToolTip("Ask the server again which models it has")
         self.refresh_button.clicked.connect(self.refresh_models)
         model_row.addWidget(self.refresh_button)
         form.addRow("Model", model_row)
 
-        self.server_status = QLabel(objectName="muted")
+        self.server_status = named(QLabel(), "muted")
         self.server_status.setWordWrap(True)
         self.server_status.setTextFormat(Qt.TextFormat.RichText)
         form.addRow("", self.server_status)
         layout.addLayout(form)
 
-        self.pull_box = QFrame(objectName="pullBox")
+        self.pull_box = named(QFrame(), "pullBox")
         pull = QVBoxLayout(self.pull_box)
         pull.setContentsMargins(14, 12, 14, 12)
         pull.setSpacing(8)
-        pull_title = QLabel("Download a model into Ollama", objectName="stepTitle")
+        pull_title = named(QLabel("Download a model into Ollama"), "stepTitle")
         pull.addWidget(pull_title)
         prow = QHBoxLayout()
         self.pull_name = QComboBox()
@@ -164,7 +166,7 @@ class SettingsDialog(QDialog):
             "Any name from ollama.com/library, for example llama3.2 or qwen2.5:7b"
         )
         prow.addWidget(self.pull_name, 1)
-        self.pull_button = QPushButton("Download", objectName="primaryButton")
+        self.pull_button = named(QPushButton("Download"), "primaryButton")
         self.pull_button.clicked.connect(self._pull_clicked)
         prow.addWidget(self.pull_button)
         pull.addLayout(prow)
@@ -174,12 +176,12 @@ class SettingsDialog(QDialog):
         self.pull_progress.setFixedHeight(8)
         self.pull_progress.hide()
         pull.addWidget(self.pull_progress)
-        self.pull_status = QLabel(objectName="muted")
+        self.pull_status = named(QLabel(), "muted")
         self.pull_status.setWordWrap(True)
         pull.addWidget(self.pull_status)
         layout.addWidget(self.pull_box)
 
-        section = QLabel("Answers and appearance", objectName="dialogSection")
+        section = named(QLabel("Answers and appearance"), "dialogSection")
         layout.addWidget(section)
         form2 = QFormLayout()
         form2.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
@@ -210,10 +212,12 @@ class SettingsDialog(QDialog):
         self._indexing_group(form2, settings)
         layout.addLayout(form2)
 
-        data = QLabel(
-            f"Your library is stored in {settings.home}. Nothing is sent anywhere except to the "
-            "model server above.",
-            objectName="faint",
+        data = named(
+            QLabel(
+                f"Your library is stored in {settings.home}. Nothing is sent anywhere except to "
+                "the model server above."
+            ),
+            "faint",
         )
         data.setWordWrap(True)
         data.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -257,7 +261,7 @@ class SettingsDialog(QDialog):
             body.totalHeightForWidth(width) if body.hasHeightForWidth() else 0,
             body.totalMinimumSize().height(),
         )
-        chrome = self.height() - self.scroll.viewport().height() if self.isVisible() else 64
+        chrome = self.height() - self.scroll_area.viewport().height() if self.isVisible() else 64
         need = form + max(chrome, 0)
         screen = self.screen().availableGeometry().height() if self.screen() else need
         return min(need, screen)
@@ -272,7 +276,7 @@ class SettingsDialog(QDialog):
         its size when a label inside it grows."""
         if not self.isVisible():
             return
-        need = self._needed_height(self.scroll.viewport().width())
+        need = self._needed_height(self.scroll_area.viewport().width())
         if need > self.height():
             self.resize(self.width(), need)
 
@@ -293,7 +297,7 @@ class SettingsDialog(QDialog):
     def _indexing_group(self, form: QFormLayout, settings: Settings) -> None:
         """Index: always, only while the computer is idle, or at most N % of its CPU (in
         the form above, so that the labels line up)."""
-        section = QLabel("Indexing", objectName="dialogSection")
+        section = named(QLabel("Indexing"), "dialogSection")
         section.setContentsMargins(0, 10, 0, 0)
         form.addRow(section)
         self.index_when = QComboBox()
@@ -302,9 +306,11 @@ class SettingsDialog(QDialog):
             self.index_when.addItem(label, key)
         if not Throttle.idle_available():
             # This system does not tell how busy it is: the choice could never work.
-            item = self.index_when.model().item(1)  # type: ignore[attr-defined]
-            item.setEnabled(False)
-            item.setToolTip("This system does not report how busy it is")
+            model = self.index_when.model()
+            if isinstance(model, QStandardItemModel):  # a combo box's own model
+                item = model.item(1)
+                item.setEnabled(False)
+                item.setToolTip("This system does not report how busy it is")
         keys = [k for k, _ in INDEX_WHEN]
         self.index_when.setCurrentIndex(
             keys.index(settings.index_when) if settings.index_when in keys else 0
@@ -319,7 +325,7 @@ class SettingsDialog(QDialog):
         self.cpu_share.setMaximumWidth(160)
         form.addRow("At most", self.cpu_share)
         cores = cpu_cores()
-        self.index_note = QLabel(objectName="muted")
+        self.index_note = named(QLabel(), "muted")
         self.index_note.setWordWrap(True)
         self._core_words = f"The share is of the whole computer, all {cores} cores together" + (
             f": {100 // cores} % is one core." if cores > 1 else "."
@@ -349,15 +355,11 @@ class SettingsDialog(QDialog):
         return str(self.theme_box.currentData())
 
     def _kind_changed(self, *_: object) -> None:
-        ollama = self.kind.currentData() == "ollama"
-        self.url.setPlaceholderText(
-            f"Default: {llm_address(Settings(home=self.backend.settings.home))}"
-            if ollama
-            else "For example http://127.0.0.1:1234/v1 (LM Studio)"
-        )
-        self.api_key.setVisible(not ollama)
-        self.api_key_label.setVisible(not ollama)
-        self.pull_box.setVisible(ollama)
+        server = backend_for(str(self.kind.currentData()))
+        self.url.setPlaceholderText(server.url_placeholder(self.backend.settings))
+        self.api_key.setVisible(server.takes_api_key)
+        self.api_key_label.setVisible(server.takes_api_key)
+        self.pull_box.setVisible(server.can_download_models)
 
     # --- models ---------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from core.generation.events import SERVER_FAILED, WarningKind
 from core.generation.redaction import blank_answer
 from desktop.qt import (
     QFrame,
@@ -23,6 +24,7 @@ from desktop.qt import (
     QVBoxLayout,
     QWidget,
     Signal,
+    named,
 )
 from desktop.rich import (
     answer_html,
@@ -44,34 +46,32 @@ if TYPE_CHECKING:
 # Warnings that say the answer itself is incomplete or second-best, shown prominently;
 # the rest are advice about individual sentences.
 STRONG_WARNINGS = {
-    "incomplete",
-    "cancelled",
-    "truncated",
-    "llm_unavailable",
-    "llm_timeout",
-    "empty",
-    "not_saved",
-    "no_sources",
-    "empty_library",
-    "still_indexing",
-    "model_missing",
+    WarningKind.INCOMPLETE,
+    WarningKind.CANCELLED,
+    WarningKind.TRUNCATED,
+    *SERVER_FAILED,  # no model wrote the answer: unavailable, silent or without the model
+    WarningKind.EMPTY,
+    WarningKind.NOT_SAVED,
+    WarningKind.NO_SOURCES,
+    WarningKind.EMPTY_LIBRARY,
+    WarningKind.STILL_INDEXING,
 }
 
 
 # Warnings whose answer a second try may complete: they carry an "Ask again" button.
-ASK_AGAIN_WARNINGS = {"incomplete", "llm_timeout", "llm_unavailable"}
+ASK_AGAIN_WARNINGS = {WarningKind.INCOMPLETE, WarningKind.LLM_TIMEOUT, WarningKind.LLM_UNAVAILABLE}
 
 # No language model to write answers: said once in a conversation (and all along by the
 # header's model badge and each card's "no language model" badge). The same large box
 # on every answer buried the answers under it.
-ONCE_PER_CONVERSATION = {"llm_unavailable", "model_missing"}
+ONCE_PER_CONVERSATION = {WarningKind.LLM_UNAVAILABLE, WarningKind.MODEL_MISSING}
 
 # Warnings said in a few words on the card, the whole message (the server's address, how
 # to start it) in the note's tooltip: the header's badge says it all along, and the full
 # sentences filled half of a card in a narrow window.
-SHORT_WARNINGS = {
+SHORT_WARNINGS: dict[str, str] = {
     # The card's badge already says the answer is quoted: the note says what to do.
-    "llm_unavailable": "Model server not running: start it and ask again.",
+    WarningKind.LLM_UNAVAILABLE: "Model server not running: start it and ask again.",
 }
 
 
@@ -82,8 +82,8 @@ class _Bubble(WrapLabel):
     under the evidence panel; asking for the width in the size hint lets the layout give
     less."""
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, objectName: str = "") -> None:
+        super().__init__(objectName=objectName)
         self.wanted = 0
 
     def sizeHint(self) -> QSize:
@@ -127,7 +127,7 @@ class TurnWidget(QFrame):
         qrow.addWidget(self.question)
         layout.addLayout(qrow)
 
-        card = QFrame(objectName="answerCard")
+        card = named(QFrame(), "answerCard")
         self.card = card
         body = QVBoxLayout(card)
         body.setContentsMargins(18, 14, 18, 14)
@@ -141,7 +141,7 @@ class TurnWidget(QFrame):
         self.badge_icon.setAlignment(Qt.AlignmentFlag.AlignTop)
         head.addWidget(self.badge_icon, 0, Qt.AlignmentFlag.AlignTop)
         head.addWidget(self.badge, 1)
-        self.copy_button = QToolButton(objectName="iconButton")
+        self.copy_button = named(QToolButton(), "iconButton")
         self.copy_button.setToolTip("Copy the answer and its sources as Markdown")
         self.copy_button.setAccessibleName("Copy answer as Markdown")
         self.copy_button.setText("Copy")
@@ -176,7 +176,7 @@ class TurnWidget(QFrame):
         self.download_bar: QProgressBar | None = None
         self.download_text: WrapLabel | None = None
 
-        self.error_box = QFrame(objectName="errorBox")
+        self.error_box = named(QFrame(), "errorBox")
         ebox = QVBoxLayout(self.error_box)
         ebox.setContentsMargins(12, 10, 12, 10)
         ebox.setSpacing(8)
@@ -190,7 +190,7 @@ class TurnWidget(QFrame):
         self.error_box.hide()
         body.addWidget(self.error_box)
 
-        self.sources_title = QLabel("Sources", objectName="sectionCaption")
+        self.sources_title = named(QLabel("Sources"), "sectionCaption")
         body.addWidget(self.sources_title)
         self.sources = WrapLabel(objectName="sourcesList")
         self.sources.setWordWrap(True)
@@ -283,15 +283,16 @@ class TurnWidget(QFrame):
     def _notes(self, palette: Palette) -> None:
         while self.notes.count():
             item = self.notes.takeAt(0)
-            if item.widget():
+            widget = item.widget() if item is not None else None
+            if widget:
                 # Hidden at once: deleteLater leaves it a live child until the event loop runs.
-                item.widget().hide()
-                item.widget().deleteLater()
+                widget.hide()
+                widget.deleteLater()
         for kind, message in self.turn.warnings:
             if kind in ONCE_PER_CONVERSATION and self.said_before(kind):
                 continue
             strong = kind in STRONG_WARNINGS
-            row = QFrame(objectName="warningNote" if strong else "adviceNote")
+            row = named(QFrame(), "warningNote" if strong else "adviceNote")
             lay = QHBoxLayout(row)
             lay.setContentsMargins(10, 6, 10, 6)
             lay.setSpacing(8)
@@ -304,7 +305,7 @@ class TurnWidget(QFrame):
                 ).pixmap(16, 16)
             )
             mark.setAlignment(Qt.AlignmentFlag.AlignTop)
-            if kind == "model_missing" and self.turn.missing_model:
+            if kind == WarningKind.MODEL_MISSING and self.turn.missing_model:
                 # The CLI's words name `lectern pull`; here the next step is the button.
                 message = (
                     f"The model {self.turn.missing_model} is not installed, so these are "
@@ -324,7 +325,11 @@ class TurnWidget(QFrame):
             column.setSpacing(6)
             column.addWidget(text)
             lay.addLayout(column, 1)
-            if kind == "model_missing" and self.turn.missing_model and not self.turn.streaming:
+            if (
+                kind == WarningKind.MODEL_MISSING
+                and self.turn.missing_model
+                and not self.turn.streaming
+            ):
                 # Buttons under the sentence: beside it they squeezed it to a column.
                 actions = QHBoxLayout()
                 actions.setSpacing(8)
@@ -333,7 +338,7 @@ class TurnWidget(QFrame):
                 column.addLayout(actions)
             elif kind in ASK_AGAIN_WARNINGS and not self.turn.streaming:
                 # The answer was cut short: the next step is one click, not a sentence.
-                button = QPushButton("Ask again", objectName="secondaryButton")
+                button = named(QPushButton("Ask again"), "secondaryButton")
                 button.clicked.connect(
                     lambda: self.action_requested.emit("retry", self.turn.question)
                 )
@@ -422,8 +427,9 @@ class TurnWidget(QFrame):
         error = self.turn.error
         while self.error_actions.count():
             item = self.error_actions.takeAt(0)
-            if item.widget():
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget:
+                widget.deleteLater()
         if error is None:
             self.error_box.hide()
             return
@@ -449,7 +455,7 @@ class TurnWidget(QFrame):
         row: QHBoxLayout | None = None,
     ) -> None:
         """A button asking for ``name`` with ``arg``; in the error box unless ``row``."""
-        button = QPushButton(text, objectName="primaryButton" if primary else "secondaryButton")
+        button = named(QPushButton(text), "primaryButton" if primary else "secondaryButton")
         button.clicked.connect(lambda: self.action_requested.emit(name, arg))
         if row is None:
             self.error_actions.addWidget(button)

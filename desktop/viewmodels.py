@@ -268,9 +268,12 @@ def _source(sources: Sequence[SourceView], n: int) -> SourceView | None:
 
 
 def _int(value: object) -> int | None:
+    # A JSON value: a list, an object or null is no number, as a non-numeric string is not.
+    if not isinstance(value, (int, float, str)):
+        return None
     try:
-        return int(value) if value is not None else None  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+        return int(value)
+    except ValueError:
         return None
 
 

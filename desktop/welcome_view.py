@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from desktop.backend import LibrarySnapshot
@@ -16,51 +17,28 @@ from desktop.qt import (
     QVBoxLayout,
     QWidget,
     Signal,
+    named,
 )
 from desktop.rich import (
     esc,
 )
 from desktop.theme import Palette, Theme, icon
 
-# The names people know a format by, where its registry kind is not one (the three
-# OpenDocument kinds are one family). A kind missing here is named by core's type_name.
-_FAMILY = {
-    "pdf": "PDF",
-    "txt": "text",
-    "odt": "OpenDocument",
-    "ods": "OpenDocument",
-    "odp": "OpenDocument",
-    "eml": "e-mail",
-    "mbox": "e-mail",
-    "csv": "CSV",
-    "rtf": "RTF",
-}
-# The formats most people have first; the rest follow by name.
-_FIRST = ("pdf", "docx", "md", "txt", "html")
-
 
 def format_name(kind: str) -> str:
-    """What a person calls the file type ``kind`` of the parser registry."""
-    from core.records import type_name
+    """What a person calls the file type ``kind`` in a sentence ("OpenDocument", "e-mail"),
+    from the format table (core/ingest/formats.py)."""
+    from core.ingest.formats import family_name
 
-    return _FAMILY.get(kind) or type_name(kind)
+    return family_name(kind)
 
 
 def readable_formats() -> str:
-    """Every kind of file the parser registry (core/ingest/registry.py) reads, named as a
-    person would, in one phrase: "PDF, Word (.docx), Markdown, …, RTF and e-mail"."""
-    from core.ingest.registry import FILE_TYPES
+    """Every kind of file Lectern reads, named as a person would, in one phrase from the
+    format table: "PDF, Word (.docx), Markdown, …, e-mail (.eml, .mbox) and Org mode"."""
+    from core.ingest.formats import readable_formats as every_format
 
-    kinds = sorted(
-        FILE_TYPES,
-        key=lambda k: (_FIRST.index(k) if k in _FIRST else len(_FIRST), format_name(k).lower()),
-    )
-    names: list[str] = []
-    for kind in kinds:
-        name = format_name(kind) + (" (.docx)" if kind == "docx" else "")
-        if name not in names:
-            names.append(name)
-    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+    return every_format()
 
 
 class WelcomeView(QScrollArea):
@@ -80,7 +58,7 @@ class WelcomeView(QScrollArea):
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        inner = QWidget(objectName="welcomeInner")
+        inner = named(QWidget(), "welcomeInner")
         self.setWidget(inner)
         outer = QVBoxLayout(inner)
         outer.setContentsMargins(24, 24, 24, 24)
@@ -92,13 +70,15 @@ class WelcomeView(QScrollArea):
         self.logo = QLabel()
         self.logo.setAlignment(Qt.AlignmentFlag.AlignCenter)
         col.addWidget(self.logo)
-        self.title = QLabel("Ask your documents", objectName="welcomeTitle")
+        self.title = named(QLabel("Ask your documents"), "welcomeTitle")
         self.title.setAlignment(Qt.AlignmentFlag.AlignCenter)
         col.addWidget(self.title)
-        self.subtitle = QLabel(
-            "Lectern answers from your own files and shows the exact sentences it used. "
-            "Everything stays on this computer.",
-            objectName="welcomeSubtitle",
+        self.subtitle = named(
+            QLabel(
+                "Lectern answers from your own files and shows the exact sentences it used. "
+                "Everything stays on this computer."
+            ),
+            "welcomeSubtitle",
         )
         self.subtitle.setWordWrap(True)
         self.subtitle.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -120,19 +100,19 @@ class WelcomeView(QScrollArea):
         self.refresh()
 
     def _step(self) -> dict[str, Any]:
-        frame = QFrame(objectName="stepCard")
+        frame = named(QFrame(), "stepCard")
         lay = QHBoxLayout(frame)
         lay.setContentsMargins(16, 14, 16, 14)
         lay.setSpacing(14)
-        mark = QLabel(objectName="stepNumber")
+        mark = named(QLabel(), "stepNumber")
         mark.setFixedSize(28, 28)
         mark.setAlignment(Qt.AlignmentFlag.AlignCenter)
         lay.addWidget(mark, 0, Qt.AlignmentFlag.AlignTop)
         text_col = QVBoxLayout()
         text_col.setSpacing(4)
-        title = QLabel(objectName="stepTitle")
+        title = named(QLabel(), "stepTitle")
         title.setWordWrap(True)
-        body = QLabel(objectName="stepBody")
+        body = named(QLabel(), "stepBody")
         body.setWordWrap(True)
         body.setTextFormat(Qt.TextFormat.RichText)
         body.setTextInteractionFlags(
@@ -155,7 +135,7 @@ class WelcomeView(QScrollArea):
         state: str,
         title: str,
         body: str,
-        actions: list[tuple[str, Any, bool]] = (),  # type: ignore[assignment]
+        actions: Sequence[tuple[str, Any, bool]] = (),
     ) -> None:
         palette = self.theme.palette
         mark: QLabel = step["mark"]
@@ -176,13 +156,14 @@ class WelcomeView(QScrollArea):
         buttons: QHBoxLayout = step["buttons"]
         while buttons.count():
             item = buttons.takeAt(0)
-            if item.widget():
+            widget = item.widget() if item is not None else None
+            if widget:
                 # Hidden at once: until the event loop deletes it, an old button was
                 # still drawn, stretched over the step.
-                item.widget().hide()
-                item.widget().deleteLater()
+                widget.hide()
+                widget.deleteLater()
         for text, slot, primary in actions:
-            button = QPushButton(text, objectName="primaryButton" if primary else "secondaryButton")
+            button = named(QPushButton(text), "primaryButton" if primary else "secondaryButton")
             button.clicked.connect(slot)
             buttons.addWidget(button)
         buttons.addStretch(1)
@@ -267,15 +248,25 @@ class WelcomeView(QScrollArea):
             "Until then, Lectern answers with <b>no model</b>, by quoting the best "
             "matching sentences from your documents, with their sources."
         )
-        if status.state == "unreachable" and status.kind == "ollama":
+        server = status.backend
+        if status.state == "unreachable" and server is not None and server.install_url:
+            # A server one installs: how to install, start and fill it, step by step.
+            name = server.server_name
+            pull = server.pull_command(status.model or "llama3.2")
             body = (
-                f"Lectern did not find Ollama at {url}. To get written answers:"
+                f"Lectern did not find {name} at {url}. To get written answers:"
                 "<ol style='margin:4px 0 4px 0;'>"
-                "<li>Install Ollama from <a href='https://ollama.com/download'>ollama.com/download</a>.</li>"
-                "<li>Start it: open the Ollama app, or run <code>ollama serve</code>.</li>"
-                f"<li>Download a model: <code>ollama pull {esc(status.model or 'llama3.2')}</code>"
-                " (or use the button that appears here).</li>"
-                "<li>Click <b>Check again</b>.</li></ol>" + fallback
+                f"<li>Install {name} from <a href='{server.install_url}'>"
+                f"{server.install_url.split('://', 1)[-1]}</a>.</li>"
+                f"<li>Start it: open the {name} app, or run <code>{server.serve_command}</code>.</li>"
+                + (
+                    f"<li>Download a model: <code>{esc(pull)}</code>"
+                    " (or use the button that appears here).</li>"
+                    if pull
+                    else ""
+                )
+                + "<li>Click <b>Check again</b>.</li></ol>"
+                + fallback
             )
             self._set_step(
                 step,
@@ -329,7 +320,7 @@ class WelcomeView(QScrollArea):
         elif status.state == "model_missing":
             other = status.models[0] if status.models else ""
             actions: list[tuple[str, Any, bool]] = []
-            if status.kind == "ollama":
+            if server is not None and server.can_download_models:
                 actions.append(
                     (f"Download {status.model}", lambda: self.pull_model.emit(status.model), True)
                 )

@@ -21,6 +21,7 @@ from desktop.qt import (
     QToolButton,
     QWidget,
     Signal,
+    named,
 )
 
 
@@ -37,14 +38,14 @@ def segmented_control(
 ) -> tuple[QFrame, QButtonGroup, list[QToolButton]]:
     """Exclusive buttons drawn as one control (``choices``: text and tooltip of each);
     ``icons``: room for an icon beside each text."""
-    segment = QFrame(objectName="segment")
+    segment = named(QFrame(), "segment")
     row = QHBoxLayout(segment)
     row.setContentsMargins(3, 3, 3, 3)
     row.setSpacing(2)
     group = QButtonGroup(owner)
     buttons = []
     for text, tip in choices:
-        button = QToolButton(objectName="segmentButton")
+        button = named(QToolButton(), "segmentButton")
         button.setText(text)
         button.setToolTip(tip)
         button.setCheckable(True)
@@ -112,8 +113,16 @@ class WrapLabel(QLabel):
     growing with the conversation. With this cache only new or changed labels are laid out.
     """
 
-    def __init__(self, text: str = "", parent: QWidget | None = None, **kwargs: object) -> None:
-        super().__init__(text, parent, **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        text: str = "",
+        parent: QWidget | None = None,
+        *,
+        objectName: str = "",  # mirrors the keyword Qt widgets take
+    ) -> None:
+        super().__init__(text, parent)
+        if objectName:
+            self.setObjectName(objectName)
         self._heights: dict[tuple[int, int, int, int, int], int] = {}
         self.setWordWrap(True)
 

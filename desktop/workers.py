@@ -15,13 +15,17 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from core.errors import LecternError
 from core.indexing.threads import lower_thread_priority
 from desktop.qt import QObject, QRunnable, QThread, QThreadPool, Signal
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# Covariant: a task of any result is a Task[object], for code that only cancels or waits.
+T_co = TypeVar("T_co", covariant=True)
 
 
 class TaskContext:
@@ -68,10 +72,12 @@ def lower_current_thread_priority(step: int = 10) -> None:
         thread.setPriority(QThread.Priority.LowPriority)
 
 
-class Task(QRunnable):
+class Task(QRunnable, Generic[T_co]):
+    """One background function; ``T_co`` is what it returns, what ``signals.result`` carries."""
+
     def __init__(
         self,
-        fn: Callable[[TaskContext], Any],
+        fn: Callable[[TaskContext], T_co],
         name: str,
         min_interval_s: float = 0.0,
         lower_by: int = 0,
@@ -126,19 +132,19 @@ class Background(QObject):
         # Indexing holds one thread for a long time; questions, searches and document
         # previews must still find free threads meanwhile.
         self.pool.setMaxThreadCount(max_threads)
-        self._active: set[Task] = set()
+        self._active: set[Task[object]] = set()
 
     def submit(
         self,
-        fn: Callable[[TaskContext], Any],
+        fn: Callable[[TaskContext], T],
         *,
         name: str = "task",
-        on_result: Callable[[Any], None] | None = None,
+        on_result: Callable[[T], None] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
         on_progress: Callable[[Any], None] | None = None,
         on_finished: Callable[[], None] | None = None,
         min_interval_s: float = 0.0,
-    ) -> Task:
+    ) -> Task[T]:
         task = Task(fn, name, min_interval_s, self.lower_by)
         if on_result is not None:
             task.signals.result.connect(on_result)

@@ -197,7 +197,7 @@ def test_the_search_list_says_when_the_computer_was_too_busy(qtbot: Any) -> None
 
 
 def test_indexing_threads_follow_the_cores_that_are_free() -> None:
-    from core.embedding.models import ThreadChooser
+    from core.embedding.batching import ThreadChooser
 
     chooser = ThreadChooser(start=1, cores=2)  # a probe taken while another program ran
     assert chooser.candidates == [1, 2]

@@ -532,10 +532,10 @@ def test_a_model_switch_can_be_paused_from_the_library_summary(
     library = window.backend.library
     assert library is not None
     panel.switch_button.click()
-    assert window.backend.paused and library._switch_paused
+    assert window.backend.paused and library.models.paused
     assert panel.switch_button.text() == "Resume"
     panel.switch_button.click()
-    assert not window.backend.paused and not library._switch_paused
+    assert not window.backend.paused and not library.models.paused
     assert panel.switch_button.text() == "Pause"
 
 

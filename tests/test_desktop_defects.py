@@ -290,7 +290,7 @@ def overflowing(panel: Any) -> list[str]:
     """Labels of the conversation that reach past the right edge of its visible column."""
     from PySide6.QtWidgets import QLabel
 
-    viewport = panel.scroll.viewport()
+    viewport = panel.scroll_area.viewport()
     out = []
     for label in panel.column.findChildren(QLabel):
         if label.isVisibleTo(panel.column):

@@ -211,7 +211,7 @@ def test_the_search_tab_is_a_list_of_its_own_kept_with_the_conversation(
         lambda: not again.loading and len(again.cards) == len(again.hits), timeout=20_000
     )
     qtbot.wait(100)
-    bar = panel.search_view.scroll.verticalScrollBar()
+    bar = panel.search_view.scroll_area.verticalScrollBar()
     assert len(again.hits) > len(results.hits) and bar.maximum() > 0
     assert bar.value() == 0
     assert again.hits[0].path.endswith("security-policy.pdf")

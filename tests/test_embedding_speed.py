@@ -10,19 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.embedding.models import (
-    DEFAULT_MODEL_ID,
+from core.embedding.batching import WIDTH_STEP, PriorityLane, padded_width, token_fill
+from core.embedding.models import DEFAULT_MODEL_ID, SentenceTransformerEmbedder, embed_queries
+from core.embedding.probe import (
     MIN_COSINE,
     PRECISIONS,
-    WIDTH_STEP,
-    PriorityLane,
-    SentenceTransformerEmbedder,
     _entry_id,
-    embed_queries,
     machine_key,
-    padded_width,
     read_cached_choice,
-    token_fill,
 )
 
 QUERIES = ["how do proteins fold", "vitamin D and bone density", "risk of stroke in adults"]

@@ -353,7 +353,7 @@ def test_keyword_merge_survives_another_open_write_transaction(
         "5,000" in h.text for h in library.search("corporate card monthly limit", mode="bm25")
     )
     library.keyword.refresh()  # the deferred checkpoint happens now
-    assert not library.keyword._checkpoint_pending
+    assert not library.keyword.upkeep._checkpoint_pending
 
 
 def test_keyword_base_rebuild_runs_in_the_background(
@@ -361,15 +361,15 @@ def test_keyword_base_rebuild_runs_in_the_background(
 ) -> None:
     import threading
 
-    import core.store.keyword as keyword_module
+    import core.store.keyword.upkeep as upkeep_module
 
     library.index([sample_folder])
     # Any delta makes a base rebuild due, so the next run's publish starts one.
-    monkeypatch.setattr(keyword_module, "MERGE_MIN_CHUNKS", 0)
-    monkeypatch.setattr(keyword_module, "MERGE_FRACTION", 0.0)
+    monkeypatch.setattr(upkeep_module, "MERGE_MIN_CHUNKS", 0)
+    monkeypatch.setattr(upkeep_module, "MERGE_FRACTION", 0.0)
     (sample_folder / "pager.md").write_text("# Pager\n\nThe escalation code is QX-4471.\n")
     building, release = threading.Event(), threading.Event()
-    build = library.keyword._build
+    build = library.keyword.upkeep._build
 
     def held_build(cur: object, name: str, where: str, params: list[object]) -> None:
         if name.startswith("kw_base"):
@@ -377,7 +377,7 @@ def test_keyword_base_rebuild_runs_in_the_background(
             assert release.wait(60)
         build(cur, name, where, params)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(library.keyword, "_build", held_build)
+    monkeypatch.setattr(library.keyword.upkeep, "_build", held_build)
     try:
         report = library.index()  # returns while the rebuild is still held
         assert report.added == 1

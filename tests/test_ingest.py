@@ -496,6 +496,7 @@ def test_text_paragraphs_title_and_encodings(tmp_path: Path) -> None:
 
 def test_detect_type_and_skip_reasons(tmp_path: Path) -> None:
     assert set(SUPPORTED_EXTENSIONS) == {
+        ".org",
         ".pdf",
         ".txt",
         ".text",

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.store.db import Database
-from core.store.keyword import KeywordIndex, snapshot_rows_sql
+from core.store.keyword import KeywordIndex
+from core.store.keyword.tokens import snapshot_rows_sql
 from tests.test_keyword_speed import add_documents
 
 PASSAGES = [

@@ -21,11 +21,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import core.store.keyword as keyword_module
+import core.store.keyword.scoring as scoring_module
+import core.store.keyword.tokens as tokens_module
+import core.store.keyword.upkeep as upkeep_module
 from bench.keyword_scale import legacy_search
 from core.records import SearchFilters
 from core.store.db import Database
-from core.store.keyword import KeywordIndex, fts_pragma, snapshot_rows_sql
+from core.store.keyword import KeywordIndex
+from core.store.keyword.tokens import fts_pragma, snapshot_rows_sql
 from core.text import split_sentences
 
 CHUNKS_PER_DOC = 12
@@ -150,7 +153,7 @@ def store(tmp_path: Path, sentences: list[str], monkeypatch: pytest.MonkeyPatch)
     a duplicate."""
     # Small snapshots fold as large ones do: the first refresh after the merge builds the
     # delta, the second (fewer chunks than the delta) only the fresh snapshot.
-    monkeypatch.setattr(keyword_module, "FRESH_MIN_FOLD", 0)
+    monkeypatch.setattr(upkeep_module, "FRESH_MIN_FOLD", 0)
     db = Database(tmp_path / "lectern.duckdb")
     db.attach(tmp_path / "reference.duckdb", "ref")
     kw = KeywordIndex(db, tmp_path / "keyword.duckdb")
@@ -214,8 +217,8 @@ def test_dead_and_filtered_candidates_are_skipped_in_rounds(
     """With a first round of only ``limit`` candidates and a low cap on id checks, most
     queries need more rounds or the list of allowed chunks; the top-k stays exact."""
     db, kw = store
-    monkeypatch.setattr(keyword_module, "FIRST_CHECK_EXTRA", 0)
-    monkeypatch.setattr(keyword_module, "MAX_CHECKED_BY_ID", 40)
+    monkeypatch.setattr(scoring_module, "FIRST_CHECK_EXTRA", 0)
+    monkeypatch.setattr(scoring_module, "MAX_CHECKED_BY_ID", 40)
     for query in queries[:15]:
         for filters in FILTERS[1:]:
             assert_same(
@@ -239,10 +242,10 @@ def test_same_results_while_a_merge_is_in_progress(
     store, sentences: list[str], queries: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db, kw = store
-    monkeypatch.setattr(keyword_module, "MERGE_MIN_CHUNKS", 0)
-    monkeypatch.setattr(keyword_module, "MERGE_FRACTION", 0.0)
+    monkeypatch.setattr(upkeep_module, "MERGE_MIN_CHUNKS", 0)
+    monkeypatch.setattr(upkeep_module, "MERGE_FRACTION", 0.0)
     building, release = threading.Event(), threading.Event()
-    build = kw._build
+    build = kw.upkeep._build
 
     def held_build(cur: object, name: str, where: str, params: list[object]) -> None:
         if name.startswith("kw_base"):
@@ -250,7 +253,7 @@ def test_same_results_while_a_merge_is_in_progress(
             assert release.wait(60)
         build(cur, name, where, params)
 
-    monkeypatch.setattr(kw, "_build", held_build)
+    monkeypatch.setattr(kw.upkeep, "_build", held_build)
     add_documents(db, random_docs(random.Random(9), sentences, 3), "/lib/a")
     try:
         assert kw.refresh(background=True) == "merging"
@@ -278,7 +281,7 @@ def test_a_refresh_rebuilds_only_the_newest_chunks(
     as large. Search scores the same either way."""
     db, kw = store
     built: list[tuple[str, int]] = []
-    build = kw._build
+    build = kw.upkeep._build
     live = f'"{db.catalog}".main.chunks'
 
     def counting_build(cur: object, name: str, where: str, params: list[object]) -> None:
@@ -287,11 +290,11 @@ def test_a_refresh_rebuilds_only_the_newest_chunks(
         built.append((kind, int(rows.fetchone()[0])))  # type: ignore[index]
         build(cur, name, where, params)
 
-    monkeypatch.setattr(kw, "_build", counting_build)
+    monkeypatch.setattr(kw.upkeep, "_build", counting_build)
     before = kw.state()
     assert before.fresh
     fresh = snapshot_contents(db, before.fresh)["lengths"]
-    monkeypatch.setattr(keyword_module, "FRESH_MIN_FOLD", 10**6)
+    monkeypatch.setattr(upkeep_module, "FRESH_MIN_FOLD", 10**6)
     added = add_documents(db, random_docs(random.Random(11), sentences, 1), "/lib/a", "txt")
     assert kw.refresh() == "delta"
     state = kw.state()
@@ -309,7 +312,7 @@ def test_a_refresh_rebuilds_only_the_newest_chunks(
 
     # The fresh snapshot as large as the delta: folded into it. The delta's own postings
     # are carried over, so only the chunks newer than it are read.
-    monkeypatch.setattr(keyword_module, "FRESH_MIN_FOLD", 0)
+    monkeypatch.setattr(upkeep_module, "FRESH_MIN_FOLD", 0)
     built.clear()
     add_documents(db, random_docs(random.Random(12), sentences, 1), "/lib/a", "md")
     newer = int(
@@ -363,7 +366,7 @@ def test_a_merge_reads_only_the_chunks_newer_than_the_base(
     db, kw = store
     before = kw.state()
     built: list[tuple[str, int]] = []
-    build = kw._build
+    build = kw.upkeep._build
     live = f'"{db.catalog}".main.chunks'
 
     def counting_build(cur: object, name: str, where: str, params: list[object]) -> None:
@@ -379,7 +382,7 @@ def test_a_merge_reads_only_the_chunks_newer_than_the_base(
     }
     carried = {chunk for chunk, _ in snapshot_contents(db, before.base)["lengths"]}  # type: ignore[attr-defined]
     assert deleted and deleted <= carried  # the old base still holds chunks deleted since
-    monkeypatch.setattr(kw, "_build", counting_build)
+    monkeypatch.setattr(kw.upkeep, "_build", counting_build)
     newer = int(
         db.cursor()
         .execute("SELECT count(*) FROM chunks WHERE id > ?", [before.watermark])
@@ -391,15 +394,15 @@ def test_a_merge_reads_only_the_chunks_newer_than_the_base(
     assert built == [(f"{state.base}_new", newer)]
     monkeypatch.undo()
 
-    with kw._kw_cursor() as cur:
-        kw._build(cur, "kw_check", "id <= ?", [state.watermark])
+    with kw.upkeep._kw_cursor() as cur:
+        kw.upkeep._build(cur, "kw_check", "id <= ?", [state.watermark])
     try:
         merged, rebuilt = snapshot_contents(db, state.base), snapshot_contents(db, "kw_check")
         assert merged == rebuilt
         assert not deleted & {chunk for chunk, _ in merged["lengths"]}  # type: ignore[attr-defined]
     finally:
-        with kw._kw_cursor() as cur:
-            kw._drop(cur, "kw_check")
+        with kw.upkeep._kw_cursor() as cur:
+            kw.upkeep._drop(cur, "kw_check")
     build_reference(db, state.watermark)
     for query in queries:
         assert_same(kw.search(query, 10), reference_search(db, query, 10))
@@ -481,12 +484,12 @@ def test_ascii_tokens_are_fts_tokens(store, queries: list[str]) -> None:
     checked = 0
     for text in cases:
         if not text.isascii():
-            assert keyword_module.ascii_tokens(text) is None  # the macro's job
+            assert tokens_module.ascii_tokens(text) is None  # the macro's job
             continue
         checked += 1
         row = cur.execute("SELECT kw.fts_main_kw_base_a.tokenize(?)", [text]).fetchone()
         assert row is not None
-        assert keyword_module.ascii_tokens(text) == [w for w in row[0] if w], text
+        assert tokens_module.ascii_tokens(text) == [w for w in row[0] if w], text
     assert checked > 30
 
 
@@ -500,7 +503,7 @@ def test_cached_scores_and_liveness_follow_changes(
     for query in queries[:10]:  # twice at one generation: the live mask is built
         kw.search(query, 10)
         kw.search(query, 10)
-    assert kw._live_mask is not None and kw._postings_cache
+    assert kw.scorer._live_mask is not None and kw.scorer._postings_cache
     top = kw.search(queries[0], 1)[0][0]
     with db.transaction() as cur:
         cur.execute(
@@ -539,7 +542,7 @@ def test_duckdb_memory_is_capped_and_spills_inside_the_data_folder(
     db.close()
 
     monkeypatch.setattr(db_module, "MEMORY_LIMIT", "64MB")
-    monkeypatch.setattr(keyword_module, "POSTINGS_BATCH_ROWS", 20_000)
+    monkeypatch.setattr(upkeep_module, "POSTINGS_BATCH_ROWS", 20_000)
     home = tmp_path / "tight"
     home.mkdir()
     db = Database(home / "lectern.duckdb")
@@ -618,7 +621,7 @@ def test_the_keyword_file_is_read_ahead_at_open(
         return handle
 
     monkeypatch.setattr("builtins.open", counting_open)
-    keyword_module.warm_page_cache(kw.path).join(10)
+    upkeep_module.warm_page_cache(kw.path).join(10)
     assert reads and len(reads) >= kw.path.stat().st_size // (1 << 20)
     # A file that is gone (or unreadable) is no error: it was only a warm-up.
-    keyword_module.warm_page_cache(kw.path.parent / "missing.duckdb").join(10)
+    upkeep_module.warm_page_cache(kw.path.parent / "missing.duckdb").join(10)

@@ -17,6 +17,7 @@ Derandomized (the same examples in every run) and sized to run in about two minu
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -36,10 +37,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.conftest import SHARED_DATA
-from tests.crash_harness import KillPlan, index_and_kill, load_passages, marker
+from tests.crash_harness import KillPlan, index_and_kill, marker
 
 NAMES = ("a.md", "b.txt", "c.md", "sub/d.txt", "sub/e.md", "sub/deeper/f.md")
+# The passages are only filler around each file's marker word, so the committed articles
+# serve, and the test runs where ../shared/data is missing.
+PARAGRAPHS = Path(__file__).resolve().parent / "fixtures" / "paragraphs.json"
 _EMBEDDER: object | None = None
 _PASSAGES: list[tuple[str, str]] = []
 
@@ -211,11 +214,14 @@ SETTINGS = settings(
 )
 
 
+def committed_passages() -> list[tuple[str, str]]:
+    articles = json.loads(PARAGRAPHS.read_text(encoding="utf-8"))["data"]
+    return [(a["title"], p["context"]) for a in articles for p in a["paragraphs"]]
+
+
 @pytest.mark.slow
 def test_index_matches_disk(embedder: object) -> None:
     global _EMBEDDER
-    if not SHARED_DATA.exists():
-        pytest.skip(f"evaluation data not found at {SHARED_DATA}")
     _EMBEDDER = embedder
-    _PASSAGES[:] = load_passages(SHARED_DATA, 81)
+    _PASSAGES[:] = committed_passages()
     run_state_machine_as_test(IndexMatchesDisk, settings=SETTINGS)

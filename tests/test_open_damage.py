@@ -488,9 +488,9 @@ _KILLED_IN_POSTINGS = textwrap.dedent(
     from pathlib import Path
     from core.config import Settings
     from core.library import Library
-    from core.store import keyword
+    from core.store.keyword import upkeep
 
-    original = keyword.KeywordIndex._write_postings
+    original = upkeep.KeywordUpkeep._write_postings
 
     class Killing:
         def __init__(self, cur):
@@ -505,7 +505,7 @@ _KILLED_IN_POSTINGS = textwrap.dedent(
     def write_postings(self, cur, *args):
         return original(self, Killing(cur), *args)
 
-    keyword.KeywordIndex._write_postings = write_postings
+    upkeep.KeywordUpkeep._write_postings = write_postings
     library = Library(Settings(home=Path(sys.argv[1])))
     library.index([sys.argv[2]])
     """

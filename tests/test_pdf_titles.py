@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.chunking.passages import Chunker
+from core.chunking import PassageChunker
 from core.embedding.models import WordPieceCounter
 from core.ingest import pdf
 from core.records import BlockKind, ParsedDocument
@@ -93,7 +93,7 @@ def test_headings_from_type_size_give_nested_heading_paths(tmp_path: Path) -> No
     # The title (the largest type on page 1) is the title, not a heading.
     assert doc.title == "Annual Field Report"
     # Chunks carry the path in their context, as Markdown sections do.
-    chunks = Chunker(WordPieceCounter().count).chunk(doc, file_stem="report")
+    chunks = PassageChunker(WordPieceCounter().count).chunk(doc, file_stem="report")
     marsh = next(c for c in chunks if "boardwalk" in c.text)
     assert marsh.heading_path == ("1 Survey sites", "1.2 Southern marsh")
     assert marsh.context.startswith("Annual Field Report")

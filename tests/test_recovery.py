@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -398,3 +399,53 @@ def test_backup_follows_conversations_and_folders(library: Library, sample_folde
     saved = backup.load_conversations()
     assert saved[0]["turns"][0]["sources"][0]["text"] == ""
     assert json.loads((backup.folder / "folders.json").read_text())["folders"]
+
+
+def test_lectern_watch_waits_for_room_on_a_full_disk_then_catches_up(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """A full disk holds `lectern watch` (one sentence, not an error per file event) until
+    there is room; then one reconcile indexes what changed meanwhile
+    (core/indexing/coordinator.py, the app's rule too)."""
+    home = small_disk / "home"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "first.md").write_text("# First\n\nThe boiler was serviced in March.\n")
+    out, err = tmp_path / "watch.out", tmp_path / "watch.err"
+    env = {**os.environ, "LECTERN_HOME": str(home), "PYTHONPATH": str(REPO)}
+    with out.open("w") as stdout, err.open("w") as stderr:
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "core", "watch", str(docs), "--reconcile", "0"],
+            cwd=REPO,
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+
+        def wait_for(text: str, path: Path = out, timeout: float = 240.0) -> None:
+            deadline = time.monotonic() + timeout
+            while text not in path.read_text():
+                assert watch.poll() is None, out.read_text() + err.read_text()
+                assert time.monotonic() < deadline, f"{text!r} never came:\n" + (
+                    out.read_text() + err.read_text()
+                )
+                time.sleep(0.2)
+
+        wait_for("Watching 1 folder")
+        filler = fill(small_disk, leave_bytes=8 * 1024 * 1024)
+        (docs / "second.md").write_text("# Second\n\nThe chimney sweep comes in October.\n")
+        wait_for("Indexing waits until there is room on the disk")
+        assert "Traceback" not in err.read_text()
+        filler.unlink()
+        wait_for("There is room on the disk again; indexing carries on.")
+        wait_for("reconciled: 1 added")
+    finally:
+        watch.terminate()
+        watch.wait(timeout=120)
+    assert watch.returncode == 0, out.read_text() + err.read_text()
+    library = Library(Settings(home=home), migrate=False)
+    try:
+        assert any("chimney" in h.text for h in library.search("chimney sweep", mode="bm25"))
+    finally:
+        library.close()

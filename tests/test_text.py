@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.chunking.passages import Chunker
+from core.chunking import PassageChunker, chunker_for
 from core.ingest.text import parse as parse_text
 from core.text import split_sentences
 
@@ -27,7 +27,7 @@ def test_chunks_end_where_citation_sentences_end(tmp_path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text(CJK + "\n\nSee Fig. 3 for details. The U.S. team agreed.", encoding="utf-8")
     doc = parse_text(path)
-    chunker = Chunker(_count_chars, max_tokens=80)
+    chunker = PassageChunker(_count_chars, max_tokens=80)
     chunks = chunker.chunk(doc)
     ends = {e for s, e in split_sentences(doc.text)}
     # The Chinese paragraph is split between sentences rather than kept whole past the limit.
@@ -88,7 +88,7 @@ def test_chunk_token_counts_are_exact_and_counted_once(tmp_path) -> None:
     doc = parse_markdown_file(path)
     for max_tokens in (96, 128, 256):
         counted_chars = 0
-        chunks = Chunker(counting, max_tokens=max_tokens).chunk(doc)
+        chunks = PassageChunker(counting, max_tokens=max_tokens).chunk(doc)
         assert len(chunks) > 3
         for chunk in chunks:
             assert chunk.token_count == tokenizer.count(chunk.text), chunk.text
@@ -96,3 +96,29 @@ def test_chunk_token_counts_are_exact_and_counted_once(tmp_path) -> None:
             assert chunk.token_count + context <= max_tokens - 2
         # Each sentence once (and the headings as context), not every chunk a second time.
         assert counted_chars < 1.3 * len(doc.text), (max_tokens, counted_chars, len(doc.text))
+
+
+def test_the_chunker_is_sized_by_the_model_that_embeds_its_passages(tmp_path) -> None:
+    """``chunker_for`` takes the model's word-piece limit and its own count: a passage
+    never runs past what the model reads."""
+    from core.embedding.models import MAX_SEQ_TOKENS, WordPieceCounter
+
+    class Narrow:
+        max_tokens = 40
+
+        def count_tokens(self, text: str) -> int:
+            return len(text.split())
+
+    path = tmp_path / "notes.md"
+    path.write_text(MIXED, encoding="utf-8")
+    from core.ingest.markdown import parse as parse_markdown_file
+
+    doc = parse_markdown_file(path)
+    narrow = chunker_for(Narrow(), overlap_sentences=1)
+    assert narrow.max_tokens == 40 and narrow.version.endswith(":max40:ov1")
+    for chunk in narrow.chunk(doc):
+        context = len(chunk.context.split()) + 1 if chunk.context else 0
+        assert chunk.token_count + context <= 40 - 2
+    bundled = chunker_for(WordPieceCounter())
+    assert bundled.max_tokens == MAX_SEQ_TOKENS == 256
+    assert bundled.version == PassageChunker(WordPieceCounter().count).version

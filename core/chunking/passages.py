@@ -6,8 +6,8 @@ Rules, in order of priority:
 - a chunk never ends inside a sentence, and tables and code blocks stay whole unless the
   block alone is over the limit (then they split on line boundaries);
 - the context prefix (title and heading path) plus the chunk text fits in the model's
-  256 word pieces, counted with the model's own tokenizer, because the model silently
-  drops everything past that;
+  word pieces (``max_tokens``, 256 for both shipped models), counted with the model's own
+  tokenizer, because the model silently drops everything past that;
 - within a section, chunks are balanced in size rather than filled greedily, so the last
   chunk of a section is not a stub that carries too little meaning to be found.
 
@@ -65,7 +65,10 @@ def _word_pieces(
     return parts
 
 
-class Chunker:
+class PassageChunker:
+    """The chunker (see the module docstring); satisfies core.chunking.Chunker. Build it
+    with ``core.chunking.chunker_for(embedder)`` so it is sized by the model."""
+
     def __init__(
         self,
         count_tokens: TokenCounter,

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from core.cli.args import positive_int
 from core.config import load_settings
-from core.errors import ConfigError, LecternError
+from core.errors import LecternError
 from core.generation.citations import REFUSAL
 from core.generation.extractive import EXTRACTIVE_NOTE
 from core.generation.llm import ModelInfo, PullProgress, make_client
+from core.generation.session import AnswerSession
 from core.records import Citation
 from core.retrieval.llm_order import rerank_note
 
@@ -143,21 +144,8 @@ def cmd_ask(
     draft: str | None = None  # the quoted answer shown while the model reads
     said: set[str] = set()
     settings = load_settings()
-    use_llm = not getattr(args, "no_llm", False)
-    client = None
-    config_warning: WarningEvent | None = None
-    if use_llm:
-        try:
-            client = make_client(settings)
-        except ConfigError as exc:
-            # A mistyped server address must not cost the answer: quote the documents,
-            # as when no server is running, and say what to fix.
-            use_llm = False
-            config_warning = WarningEvent(
-                kind="llm_config",
-                message=f"{exc.message} These are sentences extracted from your documents "
-                f"instead of a written answer. {exc.hint}",
-            )
+    # A mistyped server address quotes the documents, with an llm_config warning.
+    session = AnswerSession(settings, use_llm=not getattr(args, "no_llm", False))
     from core.cli.collections import scope_from_args
 
     scope = scope_from_args(args)
@@ -172,21 +160,22 @@ def cmd_ask(
                 args.question,
                 getattr(args, "conversation", None),
                 model=getattr(args, "model", None),
-                client=client,
                 cancel=cancel,
-                use_llm=use_llm,
                 k=getattr(args, "k", None),
                 scope=scope,
+                session=session,
             )
         else:
-            events = library.ask(
-                args.question,
-                getattr(args, "conversation", None),
-                settings=settings,
-                model=getattr(args, "model", None),
-                use_llm=use_llm,
-                k=getattr(args, "k", None),
-                scope=scope,
+            events = session.amend(
+                library.ask(
+                    args.question,
+                    getattr(args, "conversation", None),
+                    settings=settings,
+                    model=getattr(args, "model", None),
+                    use_llm=session.use_llm,
+                    k=getattr(args, "k", None),
+                    scope=scope,
+                )
             )
         for event in events:
             if isinstance(event, SourcesEvent) and not as_json and not event.hits:
@@ -221,14 +210,11 @@ def cmd_ask(
                         print(f"Hint: {event.error.hint}", file=err)
                 return EXIT_ERROR
             elif isinstance(event, DoneEvent):
-                warnings = [*([config_warning] if config_warning else []), *event.warnings]
                 if as_json:
-                    payload = answer_json(event)
-                    payload["warnings"] = [w.to_json() for w in warnings]
-                    print(json.dumps(payload), file=out)
+                    print(json.dumps(answer_json(event)), file=out)
                     return 0
                 _print_done(event, "".join(streamed), out)
-                for warning in warnings:
+                for warning in event.warnings:
                     print(f"Warning: {warning.message}", file=err)
                 return 0
         return 0
@@ -239,8 +225,7 @@ def cmd_ask(
         return EXIT_INTERRUPTED
     finally:
         library.close()
-        if client is not None:
-            client.close()
+        session.close()
 
 
 def _print_done(done: Any, streamed: str, out: TextIO) -> None:

@@ -23,7 +23,7 @@ from core.records import IndexProgress
 if TYPE_CHECKING:
     from core.errors import IndexBusyError
     from core.ipc import RemoteLibrary
-    from core.library import Library
+    from core.library import Library, LibraryReader
 
 # --- the terminal ----------------------------------------------------------------------
 
@@ -321,7 +321,7 @@ def running_library(busy: IndexBusyError, home: Path) -> RemoteLibrary:
     return remote
 
 
-def open_reader() -> Library | RemoteLibrary:
+def open_reader() -> LibraryReader:
     """The library for ``search`` and ``status``: opened here, or, while ``lectern watch``,
     ``lectern index`` or the app holds it, asked through that process."""
     from core.config import data_dir

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import queue
 import signal
 import sys
 import threading
@@ -86,6 +87,7 @@ def _emit(
 
 def cmd_watch(args: argparse.Namespace) -> int:
     from core.cli.common import ProgressBar, open_library
+    from core.indexing.coordinator import DISK_RECHECK_S, IndexingCoordinator
     from core.indexing.watch import AppliedBatch, FolderWatcher
     from core.ipc import serve
 
@@ -142,7 +144,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
             text,
         )
 
+    # Errors come from the watcher's thread; the main thread tells them and decides
+    # (the coordinator is one thread's, as in the app).
+    errors: queue.Queue[LecternError] = queue.Queue()
+
     def on_error(exc: LecternError) -> None:
+        errors.put(exc)
+
+    def tell(exc: LecternError) -> None:
         with out_lock:
             print(f"Error: {exc.message}", file=sys.stderr, flush=True)
             if exc.hint:
@@ -188,8 +197,32 @@ def cmd_watch(args: argparse.Namespace) -> int:
             f"Watching {len(folders)} folder{'s' if len(folders) != 1 else ''}. "
             "Press Ctrl-C to stop.",
         )
+        # A full disk holds the watcher until there is room, then one reconcile catches
+        # up (core/indexing/coordinator.py, the app's rule too).
+        work = IndexingCoordinator()
+        work.watcher = watcher
         while True:
-            time.sleep(3600)
+            try:
+                error = errors.get(timeout=DISK_RECHECK_S)
+            except queue.Empty:
+                if work.disk_full is not None and work.room_again():
+                    _emit(
+                        args,
+                        out_lock,
+                        {"event": "room_again"},
+                        "There is room on the disk again; indexing carries on.",
+                    )
+                    watcher.request_reconcile()
+                continue
+            tell(error)
+            if work.failed(error) and work.disk_full is not None:
+                folder = str(work.disk_full.folder)
+                _emit(
+                    args,
+                    out_lock,
+                    {"event": "waiting_for_room", "folder": folder},
+                    f"Indexing waits until there is room on the disk ({folder}).",
+                )
     except KeyboardInterrupt:
         pass
     finally:

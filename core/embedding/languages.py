@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from core.embedding.models import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID
-from core.store.keyword import LANGUAGE_MARKERS
+from core.store.keyword.tokens import LANGUAGE_MARKERS
 
 ENGLISH = "English"
 # Letters of these scripts name a language family; the first word of a letter's Unicode

@@ -52,6 +52,7 @@ from core.errors import (
 )
 from core.evaluation.beir import jsonl_rows
 from core.generation.citations import strip_citations
+from core.generation.events import SERVER_FAILED
 from core.library import Library
 from core.records import Citation, IndexProgress
 from core.text import content_words, overlap
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
 GROUPS = ("answerable", "unanswerable", "out_of_corpus")
 MODES = ("none", "llm")
 SUPPORT_SHARE = 0.5  # of the answer sentence's content words found in the cited span
-FALLBACK_WARNINGS = frozenset({"llm_unavailable", "llm_timeout", "model_missing"})
+FALLBACK_WARNINGS = SERVER_FAILED  # the answer was quoted because the server failed
 PROGRESS_EVERY_S = 5.0
 
 

@@ -39,7 +39,7 @@ from typing import Any
 from core.embedding.languages import ENGLISH
 from core.errors import DatasetError, LecternError
 from core.library import Library
-from core.store.keyword import LANGUAGE_MARKERS
+from core.store.keyword.tokens import LANGUAGE_MARKERS
 from core.text import STOPWORDS, split_sentences
 
 MODES = ("hybrid", "bm25", "dense")

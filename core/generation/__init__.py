@@ -12,22 +12,28 @@ from core.generation.citations import (
     remove_unknown,
     verify_answer,
 )
+from core.generation.events import WarningKind
 from core.generation.extractive import ExtractiveAnswer, extract_answer
 from core.generation.llm import (
+    BACKENDS,
+    Backend,
     ChatDelta,
     LLMClient,
     ModelInfo,
     OllamaClient,
     OpenAICompatClient,
     PullProgress,
+    backend_for,
     make_client,
 )
 from core.generation.prompt import Prompt, build_messages, fit_prompt, strip_invisible
 from core.text import split_sentences
 
 __all__ = [
+    "BACKENDS",
     "REFUSAL",
     "AnswerWarning",
+    "Backend",
     "ChatDelta",
     "CitationReport",
     "ExtractiveAnswer",
@@ -38,6 +44,8 @@ __all__ = [
     "Prompt",
     "PullProgress",
     "SpanFinder",
+    "WarningKind",
+    "backend_for",
     "build_messages",
     "extract_answer",
     "find_spans",

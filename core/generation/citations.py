@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.generation.events import WarningKind
 from core.records import Citation, Hit, Span
 from core.text import content_words, overlap, split_sentences
 
@@ -588,7 +589,7 @@ def find_spans(
 
 @dataclass(frozen=True)
 class AnswerWarning:
-    kind: str  # unknown_citation | unsupported | unverified_number | no_citations | ...
+    kind: WarningKind  # UNKNOWN_CITATION, UNSUPPORTED, UNVERIFIED_NUMBER or NO_CITATIONS
     message: str
 
 
@@ -628,7 +629,7 @@ def verify_answer(
         listed = ", ".join(f"[{n}]" for n in removed)
         warnings.append(
             AnswerWarning(
-                "unknown_citation",
+                WarningKind.UNKNOWN_CITATION,
                 f"The answer cited {listed}, which matches no source; removed.",
             )
         )
@@ -657,7 +658,7 @@ def verify_answer(
                     listed = ", ".join(repr(m) for m in missing)
                     warnings.append(
                         AnswerWarning(
-                            "unverified_number",
+                            WarningKind.UNVERIFIED_NUMBER,
                             f'{listed} appears in none of the sources: "{_short(sentence.claim)}"',
                         )
                     )
@@ -678,18 +679,21 @@ def verify_answer(
             refs = ", ".join(f"[{n}]" for n in sentence.numbers)
             warnings.append(
                 AnswerWarning(
-                    "unverified_number",
+                    WarningKind.UNVERIFIED_NUMBER,
                     f'{listed} does not appear in the cited source {refs}: "{_short(sentence.claim)}"',
                 )
             )
     if not citations and sentences:
         warnings.append(
             AnswerWarning(
-                "no_citations", "The answer cites no source; check it against the sources."
+                WarningKind.NO_CITATIONS,
+                "The answer cites no source; check it against the sources.",
             )
         )
     for claim in unsupported:
-        warnings.append(AnswerWarning("unsupported", f'No source is cited for: "{_short(claim)}"'))
+        warnings.append(
+            AnswerWarning(WarningKind.UNSUPPORTED, f'No source is cited for: "{_short(claim)}"')
+        )
     return CitationReport(
         answer=cleaned,
         citations=tuple(citations),

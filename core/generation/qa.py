@@ -15,8 +15,14 @@ it comes again, with fewer sources, when the server says the prompt exceeds its 
 The streamed tokens are the raw model output; ``DoneEvent.answer`` is the checked answer
 (citation numbers that match no source removed), which a UI should show in their place.
 
+The events are defined in core/generation/events.py, with the kinds of warning
+(``WarningKind``); the client the answer is written with comes from an AnswerSession
+(core/generation/session.py), the same for the CLI, the app and the socket.
+
 What happens when the model server misbehaves:
 
+* the settings name no usable server (a malformed address): the extractive answer, with
+  a WarningEvent of kind "llm_config" (the app words it as "llm_unavailable").
 * not running / not reachable, or silent before its first token: the answer falls back
   to the extractive mode (sentences from the sources), with a WarningEvent saying why;
   ``DoneEvent.mode`` is "extractive" (or "declined" when nothing is close enough).
@@ -45,7 +51,7 @@ import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from core.errors import (
     ContextTooSmallError,
@@ -64,8 +70,20 @@ from core.generation.citations import (
     SpanFinder,
     verify_answer,
 )
+from core.generation.events import (
+    CitationsEvent,
+    DoneEvent,
+    DraftEvent,
+    ErrorEvent,
+    Event,
+    SourcesEvent,
+    StatusEvent,
+    TokenEvent,
+    WarningEvent,
+    WarningKind,
+)
 from core.generation.extractive import ExtractiveAnswer, extract_answer
-from core.generation.llm import ChatDelta, LLMClient, complete, make_client
+from core.generation.llm import ChatDelta, LLMClient, complete
 from core.generation.prompt import (
     MIN_ANSWER_TOKENS,
     Prompt,
@@ -76,6 +94,7 @@ from core.generation.prompt import (
     looks_truncated,
     rewrite_messages,
 )
+from core.generation.session import AnswerSession, fallback_warning
 from core.generation.widen import widen_for_prompt
 from core.library import Library
 from core.records import Citation, Hit, Scope, Turn
@@ -86,113 +105,23 @@ from core.text import content_words
 if TYPE_CHECKING:
     from core.embedding.models import Embedder
 
+__all__ = [
+    "CitationsEvent",
+    "DoneEvent",
+    "DraftEvent",
+    "ErrorEvent",
+    "Event",
+    "SourcesEvent",
+    "StatusEvent",
+    "TokenEvent",
+    "WarningEvent",
+    "WarningKind",
+    "ask",
+]
+
 MODES = ("generated", "extractive", "declined")
 REWRITE_CONTEXT = 4096
 REWRITE_TOKENS = 128
-
-
-# --- events ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SourcesEvent:
-    hits: tuple[Hit, ...]
-    question: str = ""  # the standalone question the sources were retrieved for
-
-
-@dataclass(frozen=True)
-class TokenEvent:
-    text: str
-
-
-@dataclass(frozen=True)
-class CitationsEvent:
-    citations: tuple[Citation, ...]
-
-
-@dataclass(frozen=True)
-class DraftEvent:
-    """The answer quoted from the documents, shown while a slow server reads the prompt;
-    the written answer's tokens replace it. Never saved."""
-
-    answer: str
-    citations: tuple[Citation, ...]
-    declined: bool = False
-
-
-@dataclass(frozen=True)
-class StatusEvent:
-    """What the model server is doing before it writes (loading, reading the prompt)."""
-
-    message: str
-    kind: str  # "loading" | "reading"
-
-
-@dataclass(frozen=True)
-class WarningEvent:
-    message: str
-    kind: str
-    model: str = ""  # "model_missing": the model to download
-
-    def to_json(self) -> dict[str, str]:
-        data = {"kind": self.kind, "message": self.message}
-        if self.model:
-            data["model"] = self.model
-        return data
-
-
-@dataclass(frozen=True)
-class DoneEvent:
-    answer: str
-    mode: str  # "generated" | "extractive" | "declined"
-    citations: tuple[Citation, ...]
-    warnings: tuple[WarningEvent, ...]
-    timings: dict[str, float | int | None] = field(default_factory=dict)
-    conversation_id: int | None = None
-    turn_id: int | None = None
-    model: str | None = None  # None when no model wrote the answer
-    question: str = ""  # the standalone question used for retrieval
-    sources: tuple[Hit, ...] = ()
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "answer": self.answer,
-            "mode": self.mode,
-            "citations": [c.to_json() for c in self.citations],
-            "warnings": [w.to_json() for w in self.warnings],
-            "timings": dict(self.timings),
-            "conversation": self.conversation_id,
-            "turn": self.turn_id,
-            "model": self.model,
-            "question": self.question,
-        }
-
-
-@dataclass(frozen=True)
-class ErrorEvent:
-    error: LecternError
-    partial_answer: str = ""
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "error": type(self.error).__name__,
-            "message": self.error.message,
-            "hint": self.error.hint,
-            "model": getattr(self.error, "model", None),
-            "partial_answer": self.partial_answer,
-        }
-
-
-Event = Union[  # noqa: UP007
-    SourcesEvent,
-    TokenEvent,
-    DraftEvent,
-    StatusEvent,
-    CitationsEvent,
-    WarningEvent,
-    DoneEvent,
-    ErrorEvent,
-]
 
 
 # --- helpers over the library ----------------------------------------------------------
@@ -261,24 +190,16 @@ def _text_lookup(library: Library) -> Callable[[Hit], str | None]:
     return text_of
 
 
-def _warning(kind: str, message: str) -> WarningEvent:
+def _warning(kind: WarningKind, message: str) -> WarningEvent:
     return WarningEvent(message=message, kind=kind)
 
 
+# The name the tests and older callers know.
+_fallback_warning = fallback_warning
+
+
 def _from_answer_warnings(items: Sequence[AnswerWarning]) -> list[WarningEvent]:
-    return [_warning(w.kind, w.message) for w in items]
-
-
-def _fallback_warning(error: LLMError) -> WarningEvent:
-    hint = f" {error.hint}" if error.hint else ""
-    message = (
-        f"{error.message} These are sentences extracted from your documents instead of a "
-        f"written answer.{hint}"
-    )
-    if isinstance(error, ModelNotFoundError):
-        return WarningEvent(message, "model_missing", model=error.model)
-    kind = "llm_timeout" if isinstance(error, LLMTimeoutError) else "llm_unavailable"
-    return _warning(kind, message)
+    return [WarningEvent(message=w.message, kind=w.kind) for w in items]
 
 
 # --- the call ---------------------------------------------------------------------------
@@ -296,41 +217,46 @@ def ask(
     k: int | None = None,
     store: bool = True,
     scope: Scope | None = None,
+    session: AnswerSession | None = None,
 ) -> Iterator[Event]:
     """Answer ``question`` from ``library``; see the module docstring for the events.
 
     ``conversation`` is the id of an earlier conversation to continue (its turns make a
     follow-up question standalone before retrieval); None starts a new one. ``client``
     defaults to the server in the library's settings; ``use_llm=False`` answers
-    extractively without contacting any server. ``scope`` keeps retrieval to collections,
-    folders or file types and is saved with the conversation; None uses the scope saved
-    with ``conversation`` (all documents for a new one).
+    extractively without contacting any server; settings that name no usable server
+    answer so too, with an ``llm_config`` warning (core/generation/session.py). ``scope``
+    keeps retrieval to collections, folders or file types and is saved with the
+    conversation; None uses the scope saved with ``conversation`` (all documents for a
+    new one).
     """
     settings = library.settings
-    model_name = model or settings.llm_model
-    own_client = False
-    if use_llm and client is None:
+    # A front end's own session (how it words a bad address) is used and left open; one
+    # made here is closed with the answer.
+    own = session is None
+    if session is None:
         try:
-            client = make_client(settings)
-            own_client = True
+            session = AnswerSession(settings, use_llm=use_llm, client=client)
         except LecternError as exc:
             yield ErrorEvent(exc)
             return
     try:
-        yield from _ask(
-            library,
-            question,
-            conversation,
-            client if use_llm else None,
-            model_name,
-            cancel,
-            k or settings.top_k,
-            store,
-            scope,
+        yield from session.amend(
+            _ask(
+                library,
+                question,
+                conversation,
+                session.client,
+                model or settings.llm_model,
+                cancel,
+                k or settings.top_k,
+                store,
+                scope,
+            )
         )
     finally:
-        if own_client and client is not None:
-            client.close()
+        if own:
+            session.close()
 
 
 class _Run:
@@ -396,7 +322,8 @@ class _Question:
             except Exception as exc:  # an answer is never lost to a history write
                 run.warnings.append(
                     _warning(
-                        "not_saved", f"The answer could not be saved to the conversation: {exc}"
+                        WarningKind.NOT_SAVED,
+                        f"The answer could not be saved to the conversation: {exc}",
                     )
                 )
         run.timings["total_s"] = round(time.perf_counter() - run.started, 4)
@@ -508,7 +435,7 @@ def _ask(
         prompt, llm_down = _fit(q, client, model, hits)
     if prompt is None or client is None:
         if llm_down is not None:
-            q.run.warnings.insert(0, _fallback_warning(llm_down))
+            q.run.warnings.insert(0, fallback_warning(llm_down))
         yield SourcesEvent(tuple(hits), q.standalone)
         yield from q.extractive(hits)
         return
@@ -535,7 +462,7 @@ def _still_indexing(library: Library, scope: Scope | None = None) -> WarningEven
     files = "file" if total == 1 else "files"
     verb = "is" if waiting == 1 else "are"
     return _warning(
-        "still_indexing",
+        WarningKind.STILL_INDEXING,
         f"Lectern is still reading your documents: {waiting:,} of {total:,} {files} {verb} "
         "not searchable yet, and the answer may be in one of them. Ask again once indexing "
         "is done.",
@@ -554,7 +481,7 @@ def _nothing_found(library: Library, scope: Scope | None = None) -> WarningEvent
         empty = False
     if empty:
         return _warning(
-            "empty_library",
+            WarningKind.EMPTY_LIBRARY,
             "The library has no documents yet: add a folder of your documents, then ask again.",
         )
     if scope:
@@ -564,12 +491,14 @@ def _nothing_found(library: Library, scope: Scope | None = None) -> WarningEvent
             nothing_left = False
         if nothing_left:
             return _warning(
-                "empty_scope",
+                WarningKind.EMPTY_SCOPE,
                 f"There is nothing left to search in {scope.phrase()}: its folders are no "
                 "longer in the library. Choose another scope, then ask again.",
             )
-        return _warning("no_sources", f"Nothing in {scope.phrase()} matches this question.")
-    return _warning("no_sources", "Nothing in the library matches this question.")
+        return _warning(
+            WarningKind.NO_SOURCES, f"Nothing in {scope.phrase()} matches this question."
+        )
+    return _warning(WarningKind.NO_SOURCES, "Nothing in the library matches this question.")
 
 
 def _history(
@@ -617,7 +546,7 @@ def _make_standalone(
         except LLMError as exc:
             q.run.warnings.append(
                 _warning(
-                    "rewrite_failed",
+                    WarningKind.REWRITE_FAILED,
                     f"The follow-up question could not be rewritten: {exc.message}",
                 )
             )
@@ -661,7 +590,7 @@ def _llm_reorder(
     except LLMError as exc:
         q.run.warnings.append(
             _warning(
-                "rerank_failed",
+                WarningKind.RERANK_FAILED,
                 f"{model} could not put the sources in order ({exc.message}), so they are "
                 "in search order.",
             )
@@ -671,7 +600,7 @@ def _llm_reorder(
     if not order.understood:
         q.run.warnings.append(
             _warning(
-                "rerank_unread",
+                WarningKind.RERANK_UNREAD,
                 f"{model} did not answer with passage numbers when asked to order the "
                 "sources, so they are in search order. A larger model may do better, or turn "
                 'off "Let the language model put them in order" in Settings.',
@@ -741,11 +670,7 @@ def _fit(
 
 
 def _context_warning(error: ContextTooSmallError) -> WarningEvent:
-    return _warning(
-        "context",
-        f"{error.message} These are sentences extracted from your documents instead of a "
-        f"written answer. {error.hint}",
-    )
+    return fallback_warning(error, WarningKind.CONTEXT)
 
 
 def _refit_context(error: ContextTooSmallError, prompt: Prompt) -> int | None:
@@ -774,7 +699,7 @@ def _generate(q: _Question, client: LLMClient, model: str, prompt: Prompt) -> It
             # One source fewer at least, so every retry makes progress.
             refit = _fit(q, client, model, prompt.hits[:-1], context_length=limit)
         if refit is None or refit[0] is None:
-            if not any(w.kind == "context" for w in run.warnings):
+            if not any(w.kind == WarningKind.CONTEXT for w in run.warnings):
                 run.warnings.insert(0, _context_warning(refused))
             yield from q.extractive(prompt.hits)
             return
@@ -805,10 +730,10 @@ def _stream(
     run = q.run
     sources = list(prompt.hits)
     if prompt.dropped:
-        run.warnings = [w for w in run.warnings if w.kind != "sources_trimmed"]
+        run.warnings = [w for w in run.warnings if w.kind != WarningKind.SOURCES_TRIMMED]
         run.warnings.append(
             _warning(
-                "sources_trimmed",
+                WarningKind.SOURCES_TRIMMED,
                 f"{len(prompt.dropped)} less relevant source(s) were left out so the prompt fits the "
                 f"model's context window ({prompt.context_limit} tokens).",
             )
@@ -870,14 +795,14 @@ def _stream(
             failure,
             LLMUnavailableError | LLMTimeoutError | StreamInterruptedError | ModelNotFoundError,
         ):
-            run.warnings.insert(0, _fallback_warning(failure))
+            run.warnings.insert(0, fallback_warning(failure))
             yield from q.extractive(sources)
             return None
         yield ErrorEvent(failure, "")
         return None
     _stream_warnings(q, failure, final, prompt)
     if not partial and not q.cancelled:
-        run.warnings.append(_warning("empty", "The model returned an empty answer."))
+        run.warnings.append(_warning(WarningKind.EMPTY, "The model returned an empty answer."))
         yield from q.extractive(sources)
         return None
 
@@ -913,9 +838,13 @@ def _stream_warnings(
         reason = failure.message.rstrip(".")
         if reason.startswith("The "):
             reason = "the " + reason[4:]
-        run.warnings.append(_warning("incomplete", f"The answer is incomplete: {reason}."))
+        run.warnings.append(
+            _warning(WarningKind.INCOMPLETE, f"The answer is incomplete: {reason}.")
+        )
     if q.cancelled:
-        run.warnings.append(_warning("cancelled", "Stopped before the answer was finished."))
+        run.warnings.append(
+            _warning(WarningKind.CANCELLED, "Stopped before the answer was finished.")
+        )
     if final is None:
         return
     run.timings["prompt_eval_count"] = final.prompt_eval_count
@@ -927,7 +856,7 @@ def _stream_warnings(
     if looks_truncated(final.prompt_eval_count, prompt.estimated_tokens):
         run.warnings.append(
             _warning(
-                "truncated",
+                WarningKind.TRUNCATED,
                 f"The server read only {final.prompt_eval_count} prompt tokens of about "
                 f"{prompt.estimated_tokens} sent: it probably cut the sources, so the answer "
                 "may miss information. Use a model with a larger context window.",
@@ -935,5 +864,5 @@ def _stream_warnings(
         )
     if final.done_reason == "length":
         run.warnings.append(
-            _warning("incomplete", "The answer reached the length limit and was cut off.")
+            _warning(WarningKind.INCOMPLETE, "The answer reached the length limit and was cut off.")
         )

@@ -27,7 +27,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from core.chunking.passages import Chunker
+from core.chunking import Chunker
 from core.embedding.models import Embedder
 from core.errors import DiskFullError, ParseError, ReadingStoppedError, ScannedError
 from core.indexing.scan import attachment_path, container_in, file_info, is_ignored_in, iter_files

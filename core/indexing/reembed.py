@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from core.embedding.models import QUERY_TEXTS, Embedder
+from core.embedding.batching import QUERY_TEXTS
+from core.embedding.models import Embedder
 from core.errors import LecternError
 from core.indexing.indexer import Controls
 from core.indexing.threads import lower_thread_priority

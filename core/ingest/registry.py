@@ -2,6 +2,8 @@
 
 Parser modules are imported on first use so that asking "is this file supported?" (the
 scanner does it for every file in a folder) does not load pypdf, lxml and python-docx.
+Which extension, which reader and which sniffing come from the format table,
+``core.ingest.formats``.
 """
 
 from __future__ import annotations
@@ -11,55 +13,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import DamagedFileError, ParseError, UnsupportedFileError
+from core.ingest.formats import BY_KIND, FORMATS
 from core.records import ParsedDocument
 
-_BY_EXTENSION = {
-    ".pdf": "pdf",
-    ".txt": "txt",
-    ".text": "txt",
-    ".md": "md",
-    ".markdown": "md",
-    ".html": "html",
-    ".htm": "html",
-    ".docx": "docx",
-    ".epub": "epub",
-    ".pptx": "pptx",
-    ".pptm": "pptx",
-    ".odp": "odp",
-    ".xlsx": "xlsx",
-    ".xlsm": "xlsx",
-    ".ods": "ods",
-    ".csv": "csv",
-    ".tsv": "csv",
-    ".odt": "odt",
-    ".rtf": "rtf",
-    ".eml": "eml",
-    ".mbox": "mbox",
-}
+# Derived from the format table (core/ingest/formats.py). What still names formats here is
+# content sniffing (a PDF under another name, a mailbox with no extension) and the reasons
+# for formats Lectern does not read.
+_BY_EXTENSION: dict[str, str] = {ext: f.kind for f in FORMATS for ext in f.extensions}
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_BY_EXTENSION)
-FILE_TYPES: frozenset[str] = frozenset(_BY_EXTENSION.values())
-
-_MODULES = {
-    "pdf": "core.ingest.pdf",
-    "txt": "core.ingest.text",
-    "md": "core.ingest.markdown",
-    "html": "core.ingest.html",
-    "docx": "core.ingest.docx",
-    "epub": "core.ingest.epub",
-    "pptx": "core.ingest.pptx",
-    "odp": "core.ingest.odf:parse_odp",
-    "xlsx": "core.ingest.xlsx",
-    "ods": "core.ingest.odf:parse_ods",
-    "csv": "core.ingest.tables",
-    "odt": "core.ingest.odf:parse_odt",
-    "rtf": "core.ingest.rtf",
-    "eml": "core.ingest.mail:parse_eml",
-    "mbox": "core.ingest.mail:parse_mbox",
-}
+FILE_TYPES: frozenset[str] = frozenset(f.kind for f in FORMATS)
 # Formats whose files carry documents of their own (attachments, see core.indexing.scan).
-CONTAINER_TYPES: frozenset[str] = frozenset({"eml", "mbox"})
+CONTAINER_TYPES: frozenset[str] = frozenset(f.kind for f in FORMATS if f.container)
 # Text-based formats: a PDF saved under one of these names is still read as a PDF.
-_TEXT_KINDS = frozenset({"txt", "md", "html", "csv", "rtf", "eml", "mbox"})
+_TEXT_KINDS: frozenset[str] = frozenset(f.kind for f in FORMATS if f.text_based)
 _OLD_OFFICE = {
     ".doc": "Word format (.doc); save it as .docx",
     ".xls": "Excel format (.xls); save it as .xlsx",
@@ -127,16 +93,15 @@ def skip_reason(path: Path) -> str:
 
 
 def _parser(kind: str) -> Callable[[Path], ParsedDocument]:
-    # "module" or "module:function" (one module reads the three OpenDocument types).
-    module_name, _, function = _MODULES[kind].partition(":")
-    module = importlib.import_module(module_name)
-    parse: Callable[[Path], ParsedDocument] = getattr(module, function or "parse")
+    found = BY_KIND[kind]
+    module = importlib.import_module(found.module)
+    parse: Callable[[Path], ParsedDocument] = getattr(module, found.function)
     return parse
 
 
 def preload() -> None:
     """Import every parser now (the sandbox worker does this before it takes requests)."""
-    for kind in _MODULES:
+    for kind in BY_KIND:
         _parser(kind)
 
 

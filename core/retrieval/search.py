@@ -24,7 +24,8 @@ from typing import cast
 
 import numpy as np
 
-from core.embedding.models import Embedder, embed_queries, probe_tokens_per_s, reads_script_of
+from core.embedding.models import Embedder, embed_queries, reads_script_of
+from core.embedding.probe import probe_tokens_per_s
 from core.errors import LecternError
 from core.records import Hit, SearchFilters
 from core.retrieval.fusion import FusionParams, best_per_document, fuse

@@ -414,7 +414,7 @@ def _migration_2(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _migration_3(con: duckdb.DuckDBPyConnection) -> None:
-    # The keyword index moved to a file of its own (see core/store/keyword.py): its old
+    # The keyword index moved to a file of its own (see core/store/keyword/upkeep.py): its old
     # tables and fts schemas leave the library's database, and with them fts DDL.
     old = [
         r[0]

@@ -1,7 +1,9 @@
 """Clients for the language-model server: Ollama (native API) and OpenAI-compatible servers.
 
 Both speak one small interface, :class:`LLMClient`, so the answering code never cares which
-server is behind it. The things that make local servers painful are handled here, once:
+server is behind it; what else differs between kinds of server (names, addresses, hints)
+is each one's :class:`Backend`, listed in :data:`BACKENDS`. The things that make local
+servers painful are handled here, once:
 
 * Timeouts are explicit. The ``ollama`` client's default is *no* timeout, and a stuck
   server would otherwise hang a question for hours. Connecting, waiting for the first
@@ -20,14 +22,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.config import check_server_url
-from core.errors import ConfigError
+from core.generation.llm.backends import BACKEND_KEYS, BACKENDS, backend_for
+from core.generation.llm.base import Backend
 from core.generation.llm.errors import partial_text
-from core.generation.llm.ollama import OllamaClient
-from core.generation.llm.openai import OpenAICompatClient
+from core.generation.llm.ollama import OLLAMA, OLLAMA_START_HINT, OllamaClient
+from core.generation.llm.openai import OPENAI, OPENAI_START_HINT, OpenAICompatClient
 from core.generation.llm.records import (
-    OLLAMA_START_HINT,
-    OPENAI_START_HINT,
     ChatDelta,
     LLMClient,
     Message,
@@ -41,8 +41,13 @@ if TYPE_CHECKING:
     from core.config import Settings
 
 __all__ = [
+    "BACKENDS",
+    "BACKEND_KEYS",
+    "OLLAMA",
     "OLLAMA_START_HINT",
+    "OPENAI",
     "OPENAI_START_HINT",
+    "Backend",
     "ChatDelta",
     "LLMClient",
     "Message",
@@ -50,6 +55,7 @@ __all__ = [
     "OllamaClient",
     "OpenAICompatClient",
     "PullProgress",
+    "backend_for",
     "complete",
     "make_client",
     "normalise_url",
@@ -60,16 +66,4 @@ __all__ = [
 
 def make_client(settings: Settings, **timeouts: float) -> LLMClient:
     """The client for the server kind the settings name."""
-    timeouts.setdefault("prompt_timeout", settings.llm_first_token_timeout_s)
-    if settings.llm_kind == "openai":
-        base = (
-            check_server_url(settings.llm_url, "llm_url in settings.json")
-            if settings.llm_url.strip()
-            else "http://127.0.0.1:11434/v1"
-        )
-        return OpenAICompatClient(base, settings.llm_api_key, **timeouts)
-    if settings.llm_kind != "ollama":
-        raise ConfigError(
-            f"Unknown model server kind {settings.llm_kind!r}; use 'ollama' or 'openai'."
-        )
-    return OllamaClient(settings.resolved_llm_url, **timeouts)
+    return backend_for(settings.llm_kind).make_client(settings, **timeouts)

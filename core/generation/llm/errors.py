@@ -8,7 +8,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -20,8 +20,11 @@ from core.errors import (
     ModelNotFoundError,
     StreamInterruptedError,
 )
-from core.generation.llm.records import OLLAMA_START_HINT, OPENAI_START_HINT, int_or_none
+from core.generation.llm.records import int_or_none
 from core.generation.llm.stream import StreamTimeout
+
+if TYPE_CHECKING:
+    from core.generation.llm.base import Backend
 
 log = logging.getLogger(__name__)
 
@@ -41,42 +44,36 @@ def _number_after(message: str, words: str) -> int | None:
 
 
 class ErrorMapper:
-    def __init__(self, kind: str, url: str) -> None:
-        self.kind = kind
+    """The errors of one client; the words that differ between kinds of server are its
+    backend's."""
+
+    def __init__(self, backend: Backend, url: str) -> None:
+        self.backend = backend
         self.url = url
 
     @property
     def server_name(self) -> str:
-        return "Ollama" if self.kind == "ollama" else "The model server"
+        return self.backend.title_name
 
     def unavailable(self, detail: str = "") -> LLMUnavailableError:
-        hint = OLLAMA_START_HINT if self.kind == "ollama" else OPENAI_START_HINT
-        who = "Ollama is" if self.kind == "ollama" else "No model server is"
-        message = f"{who} not running at {self.url}"
+        message = self.backend.not_running(self.url)
         if detail:
             message += f" ({detail})"
-        return LLMUnavailableError(message + ".", hint)
+        return LLMUnavailableError(message + ".", self.backend.start_hint)
 
     def not_found(self, model: str) -> ModelNotFoundError:
-        if self.kind == "ollama":
-            hint = f"Pull it with `lectern pull {model}` (or `ollama pull {model}`), or pick another model."
-        else:
-            hint = "Load the model in your server, or pick one that `lectern models` lists."
         return ModelNotFoundError(
-            f"The model {model!r} is not installed on the server at {self.url}.", hint, model=model
+            f"The model {model!r} is not installed on the server at {self.url}.",
+            self.backend.not_found_hint(model),
+            model=model,
         )
 
     def status(
         self, status: int, message: str, model: str, details: Mapping[str, Any] | None = None
     ) -> LLMError:
-        if status == 404 and self.kind == "ollama" and "model" not in message.lower():
-            # Ollama's own 404 names the model; a bare "File Not Found" means the address
-            # is some other server (llama.cpp, LM Studio) without Ollama's API.
-            return LLMUnavailableError(
-                f"The server at {self.url} is not Ollama: it has no Ollama API ({message}).",
-                "If it is an OpenAI-compatible server (llama.cpp, LM Studio, vLLM, Jan), "
-                'choose that kind in Settings (llm_kind "openai" in settings.json).',
-            )
+        foreign = self.backend.foreign_server(self.url, status, message)
+        if foreign is not None:
+            return foreign
         if status == 404:
             return self.not_found(model)
         if _is_context_message(message):
@@ -103,7 +100,7 @@ class ErrorMapper:
             return LLMTimeoutError(
                 f"The model {model!r} at {self.url} did not start answering within "
                 f"{exc.seconds:.0f} s, and the server no longer answers.",
-                OLLAMA_START_HINT if self.kind == "ollama" else OPENAI_START_HINT,
+                self.backend.start_hint,
             )
         if exc.first:
             return LLMTimeoutError(

@@ -1,25 +1,107 @@
-"""Ollama's native API through the official ``ollama`` package."""
+"""Ollama: its backend (how it is named, found and started) and its native API through
+the official ``ollama`` package."""
 
 from __future__ import annotations
 
+import os
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from core.errors import LLMError, LLMTimeoutError
+from core.errors import LecternError, LLMError, LLMTimeoutError, LLMUnavailableError
+from core.generation.llm.base import Backend, ServerSettings
 from core.generation.llm.errors import ErrorMapper, _is_context_message
-from core.generation.llm.openai import _first
+from core.generation.llm.openai import OPENAI, _first
 from core.generation.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
 from core.generation.llm.stream import Patience, StreamTimeout, pump, trace_hook
-from core.generation.llm.urls import normalise_url, resolve_url
+from core.generation.llm.urls import check_server_url, normalise_url, resolve_url
+
+DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+OLLAMA_START_HINT = (
+    "Start Ollama (run `ollama serve` or open the Ollama app), then try again, or check the "
+    "server address in the settings (OLLAMA_HOST)."
+)
+
+
+class OllamaBackend(Backend):
+    key = "ollama"
+    display_name = "Ollama"
+    server_name = "Ollama"
+    short_name = "Ollama"
+    start_hint = OLLAMA_START_HINT
+    can_download_models = True
+    takes_api_key = False
+    install_url = "https://ollama.com/download"
+    serve_command = "ollama serve"
+
+    def resolve_url(self, settings: ServerSettings) -> str:
+        if settings.llm_url.strip():
+            return check_server_url(settings.llm_url, "llm_url in settings.json")
+        return self._default_url()
+
+    def _default_url(self) -> str:
+        """Where Ollama is when the settings name no address."""
+        # Ollama's own variable, so that Lectern finds the server wherever `ollama` does.
+        host = os.environ.get("OLLAMA_HOST", "").strip()
+        if not host:
+            return DEFAULT_OLLAMA_HOST
+        parts = urllib.parse.urlsplit(check_server_url(host, "OLLAMA_HOST"))
+        if parts.port is None:  # Ollama's own default applies
+            parts = parts._replace(netloc=parts.netloc + ":11434")
+        return urllib.parse.urlunsplit(parts)
+
+    def address(self, settings: ServerSettings) -> str:
+        if settings.llm_url:
+            return settings.llm_url
+        return self._default_address()
+
+    def _default_address(self) -> str:
+        try:
+            return self._default_url()
+        except LecternError:  # a malformed OLLAMA_HOST: shown as written
+            return os.environ.get("OLLAMA_HOST", "").strip()
+
+    def url_placeholder(self, settings: ServerSettings) -> str:
+        return f"Default: {self._default_address()}"
+
+    def build_client(self, settings: ServerSettings, **timeouts: float) -> OllamaClient:
+        return OllamaClient(self.resolve_url(settings), **timeouts)
+
+    def pull_command(self, model: str) -> str:
+        return f"ollama pull {model}"
+
+    def not_running(self, url: str) -> str:
+        return f"Ollama is not running at {url}"
+
+    def not_found_hint(self, model: str) -> str:
+        return (
+            f"Pull it with `lectern pull {model}` (or `{self.pull_command(model)}`), "
+            "or pick another model."
+        )
+
+    def foreign_server(self, url: str, status: int, message: str) -> LLMError | None:
+        if status != 404 or "model" in message.lower():
+            return None
+        # Ollama's own 404 names the model; a bare "File Not Found" means the address is
+        # some other server (llama.cpp, LM Studio) without Ollama's API.
+        return LLMUnavailableError(
+            f"The server at {url} is not Ollama: it has no Ollama API ({message}).",
+            "If it is an OpenAI-compatible server (llama.cpp, LM Studio, vLLM, Jan), "
+            f'choose that kind in Settings (llm_kind "{OPENAI.key}" in settings.json).',
+        )
+
+
+OLLAMA = OllamaBackend()
 
 
 class OllamaClient:
     """Ollama's native API through the official ``ollama`` package."""
 
-    kind = "ollama"
+    backend = OLLAMA
+    kind = OLLAMA.key
     sets_num_ctx = True
 
     def __init__(
@@ -40,7 +122,7 @@ class OllamaClient:
         # How long a server that still answers a status check may load the model and read
         # the prompt before its first word; None: no longer than ``first_token_timeout``.
         self.prompt_timeout = prompt_timeout
-        self._errors = ErrorMapper(self.kind, self.url)
+        self._errors = ErrorMapper(self.backend, self.url)
         self._client: Any = None
         self._lock = threading.Lock()
         self._context_cache: dict[str, int | None] = {}

@@ -1,4 +1,5 @@
-"""Any server with OpenAI's ``/v1/chat/completions`` (LM Studio, llama.cpp, vLLM, Jan, Ollama)."""
+"""Any server with OpenAI's ``/v1/chat/completions`` (LM Studio, llama.cpp, vLLM, Jan, Ollama):
+its backend and its client."""
 
 from __future__ import annotations
 
@@ -11,10 +12,52 @@ from typing import Any
 import httpx
 
 from core.errors import LLMError, LLMTimeoutError, LLMUnavailableError
+from core.generation.llm.base import Backend, ServerSettings
 from core.generation.llm.errors import ErrorMapper
 from core.generation.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
 from core.generation.llm.stream import Patience, StreamTimeout, pump, trace_hook
-from core.generation.llm.urls import _split_url, normalise_url, resolve_url
+from core.generation.llm.urls import _split_url, check_server_url, normalise_url, resolve_url
+
+# With no address set: Ollama's own OpenAI-compatible API, the server most likely there.
+DEFAULT_OPENAI_URL = "http://127.0.0.1:11434/v1"
+OPENAI_START_HINT = (
+    "Start your OpenAI-compatible server (LM Studio, llama.cpp server, vLLM, Jan) and check its "
+    "base URL in the settings, then try again."
+)
+
+
+class OpenAIBackend(Backend):
+    key = "openai"
+    display_name = "OpenAI-compatible server (LM Studio, llama.cpp, vLLM, Jan)"
+    server_name = "the model server"
+    short_name = "the server"
+    start_hint = OPENAI_START_HINT
+    can_download_models = False  # each server downloads in its own app, if at all
+    takes_api_key = True
+
+    def resolve_url(self, settings: ServerSettings) -> str:
+        if settings.llm_url.strip():
+            return check_server_url(settings.llm_url, "llm_url in settings.json")
+        return DEFAULT_OPENAI_URL
+
+    def address(self, settings: ServerSettings) -> str:
+        # The default is a guess (Ollama's API), not an address the person chose to show.
+        return settings.llm_url
+
+    def url_placeholder(self, settings: ServerSettings) -> str:
+        return "For example http://127.0.0.1:1234/v1 (LM Studio)"
+
+    def build_client(self, settings: ServerSettings, **timeouts: float) -> OpenAICompatClient:
+        return OpenAICompatClient(self.resolve_url(settings), settings.llm_api_key, **timeouts)
+
+    def not_running(self, url: str) -> str:
+        return f"No model server is running at {url}"
+
+    def not_found_hint(self, model: str) -> str:
+        return "Load the model in your server, or pick one that `lectern models` lists."
+
+
+OPENAI = OpenAIBackend()
 
 
 def _first(iterator: Iterator[T]) -> T:
@@ -26,7 +69,8 @@ def _first(iterator: Iterator[T]) -> T:
 class OpenAICompatClient:
     """Any server with OpenAI's ``/v1/chat/completions`` (LM Studio, llama.cpp, vLLM, Jan, Ollama)."""
 
-    kind = "openai"
+    backend = OPENAI
+    kind = OPENAI.key
     sets_num_ctx = False  # the OpenAI API has no per-request context size
 
     def __init__(
@@ -52,7 +96,7 @@ class OpenAICompatClient:
         # How long a server that still answers a status check may read the prompt before
         # its first word; None: no longer than ``first_token_timeout``.
         self.prompt_timeout = prompt_timeout
-        self._errors = ErrorMapper(self.kind, self.url)
+        self._errors = ErrorMapper(self.backend, self.url)
         self._client: httpx.Client | None = None
         self._lock = threading.Lock()
         self._props: dict[str, Any] | None = None  # llama.cpp's /props, once read

@@ -11,15 +11,6 @@ T = TypeVar("T")
 
 Message = Mapping[str, str]
 
-OLLAMA_START_HINT = (
-    "Start Ollama (run `ollama serve` or open the Ollama app), then try again, or check the "
-    "server address in the settings (OLLAMA_HOST)."
-)
-OPENAI_START_HINT = (
-    "Start your OpenAI-compatible server (LM Studio, llama.cpp server, vLLM, Jan) and check its "
-    "base URL in the settings, then try again."
-)
-
 
 @dataclass(frozen=True)
 class ModelInfo:
@@ -84,7 +75,7 @@ class ChatDelta:
 
 
 class LLMClient(Protocol):
-    kind: str  # "ollama" or "openai"
+    kind: str  # its backend's key (core/generation/llm/backends.py)
     url: str  # the base URL as the user configured it (used in messages)
     sets_num_ctx: bool  # whether chat() can size the server's context window per request
 

@@ -5,7 +5,57 @@ from __future__ import annotations
 import socket
 import urllib.parse
 
-from core.config import check_server_url
+from core.errors import ConfigError
+
+SERVER_URL_HINT = (
+    "Use the form http://127.0.0.1:11434 (http or https, a host name or address, and a "
+    "port from 1 to 65535)."
+)
+
+
+def check_server_url(url: str, setting: str = "") -> str:
+    """``url`` as given (with ``http://`` added when it has no scheme) if it is a usable
+    model server address, else a ConfigError that names ``setting``.
+
+    urllib only complains about a bad port or bracket when the port is read, deep inside
+    a request; checking here turns that into one clear message wherever the address
+    comes from (OLLAMA_HOST, settings.json, the settings dialog)."""
+    text = url.strip()
+    candidate = text if "://" in text else "http://" + text
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(
+            f"The model server address {text!r}{f' ({setting})' if setting else ''} is not "
+            f"valid: {why}.",
+            SERVER_URL_HINT,
+        )
+
+    if not text:
+        raise bad("it is empty")
+    if any(ch.isspace() for ch in text):
+        raise bad("it contains spaces")
+    try:
+        parts = urllib.parse.urlsplit(candidate)
+        port = parts.port
+    except ValueError as exc:
+        raise bad(_url_problem(str(exc))) from exc
+    if parts.scheme.lower() not in ("http", "https"):
+        raise bad(f"the scheme must be http or https, not {parts.scheme!r}")
+    if not parts.hostname:
+        raise bad("it has no host name")
+    if port == 0:
+        raise bad("port 0 is not a real port")
+    return candidate
+
+
+def _url_problem(error: str) -> str:
+    if "IPv6" in error:
+        return "an IPv6 address must be closed with ']'"
+    if "out of range" in error:
+        return "the port must be a number from 1 to 65535"
+    if "Port" in error or "port" in error:
+        return "the port must be a number"
+    return error
 
 
 def _split_url(url: str) -> urllib.parse.SplitResult:

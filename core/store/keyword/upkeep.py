@@ -1,4 +1,5 @@
-"""BM25 keyword search over chunks with DuckDB's ``fts`` extension, updated incrementally.
+"""Keyword upkeep: the keyword file, its snapshots, and keeping them up to date with
+``chunks``.
 
 The keyword index is derived data and lives in a DuckDB file of its own
 (``keyword.duckdb``), attached to the library's connection as ``kw``. ``PRAGMA
@@ -25,9 +26,7 @@ after damage or an upgrade reads every passage again.
 
 Chunk ids only grow, so "newer than the watermark" is exactly "not in the base". Deleted
 chunks need no tombstone table: every query joins with the live ``chunks`` table, which
-drops them. A query scores every snapshot with BM25 using the *combined* statistics (total
-documents, average length, and each term's document frequency summed over the snapshots),
-so a chunk scores the same whether it sits in the base or the delta.
+drops them (scoring.py).
 
 Each snapshot alternates between two table names so that a rebuild never drops the index
 a concurrent reader is using; the switch is one metadata write.
@@ -38,37 +37,24 @@ creates new tables, readers and the indexer carry on with the old base and a gro
 delta, and the write lock is taken only for the switch (with a fresh delta of the chunks
 newer than the new base).
 
-A query never reads fts's ``terms`` table (one row per token occurrence, ~30 million at
-300k chunks: every query scanned it, 243 ms p95). Each snapshot instead keeps, beside its
-fts ``dict``/``docs``/``stats``, a postings table with one row per term (the documents
-holding it and their term frequencies, packed as little-endian arrays). A query reads the
-dictionary rows of its stemmed terms, then only those terms' postings rows, and scores
-them with numpy in the same BM25 formula and combined statistics; liveness and filters are
-then checked on the best few hundred with a literal id list (more are taken when too few
-survive), so the result is the same top-k the full join gave. Once the postings are
+Beside its fts ``dict``/``docs``/``stats``, each snapshot keeps a postings table with one
+row per term (the documents holding it and their term frequencies, packed as
+little-endian arrays), which is all a query reads (scoring.py). Once the postings are
 derived, ``terms`` and the snapshot's copy of the text are dropped: the file holds the
 dictionary, document lengths and postings only.
-
-Between queries the index keeps what does not change until the next rebuild: each
-snapshot's dictionary (as sorted hashes), decoded postings with their per-document BM25
-contribution (48 MB at most), the stems of words seen, and, while the database is quiet,
-which chunks are live. ASCII queries are tokenized in Python, exactly as fts does.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-import math
 import os
-import re
 import tempfile
 import threading
 import uuid
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -81,9 +67,8 @@ from core.errors import (
     ReadOnlyLibraryError,
     StoreError,
 )
-from core.records import SearchFilters
 from core.store.db import Database, classify_open_error, scalar, set_aside
-from core.store.lookup import filter_clause, id_list
+from core.store.keyword.tokens import fts_pragma, snapshot_rows_sql
 
 log = logging.getLogger(__name__)
 
@@ -92,77 +77,6 @@ ALIAS = "kw"
 BASE_NAMES = ("kw_base_a", "kw_base_b")
 DELTA_NAMES = ("kw_delta_a", "kw_delta_b")
 FRESH_NAMES = ("kw_fresh_a", "kw_fresh_b")
-# Digits are kept (the fts default drops them): error codes, figures and identifiers are
-# exactly what people search by keyword. Letters are any script's (the default keeps only
-# a-z, so Russian, Greek, Arabic or CJK text was not keyword-searchable at all). A change
-# here needs a rebuilt keyword index: it goes with CHUNKER_VERSION in core/chunking/passages.py.
-IGNORE_PATTERN = r"(\\.|[^\p{L}\p{N}])+"
-# fts's one stemmer (Porter, for English) leaves other scripts' words as they are, so a
-# Russian "ёжики" never met "ежей". Words written wholly in one of these scripts are
-# stemmed by its language's Snowball stemmer before fts sees them (porter then leaves
-# the stem alone: its rules are a-z). Stemming comes before fts strips accents, which
-# would turn "й" into "и" and matras into nothing under the stemmer's feet. A change here
-# or in LANGUAGE_MARKERS needs a rebuilt keyword index: bump FORMAT.
-SCRIPT_STEMMERS = (
-    ("Cyrillic", "russian"),
-    ("Greek", "greek"),
-    ("Arabic", "arabic"),
-    ("Devanagari", "hindi"),
-    ("Tamil", "tamil"),
-)
-# Latin-script languages share one script, so a passage's language is guessed from its
-# commonest words: the language (a Snowball stemmer's name) with the most of its markers
-# among the passage's words, at least two, English winning ties ("" keeps Porter). Words
-# that are just as common in English ("die", "in", "a", "plus", "per", "door", ...) are
-# left out. Only text with a non-ASCII character is guessed (German, French, Spanish
-# or Swedish prose has its umlauts and accents within a few words): an all-ASCII passage
-# keeps Porter, and an English library builds exactly as before.
-LANGUAGE_MARKERS: tuple[tuple[str, str], ...] = (
-    (
-        "",
-        "the and of to is that with for was are this be by from which have not or it on "
-        "as at an were has been their they we these can",
-    ),
-    (
-        "german",
-        "der das und ist nicht ein eine zu den von mit sich des auf für im dem auch es "
-        "als wie bei oder aus nach wird werden sind hat haben noch nur um über wenn kann "
-        "sie ich",
-    ),
-    (
-        "french",
-        "le la les et des est une un du dans pour que qui pas sur au avec ce il sont par "
-        "ne se ou mais leur cette été aux",
-    ),
-    (
-        "spanish",
-        "el la los las y de que en del se por un una es con para al lo como más pero sus "
-        "le ya o este sí porque esta entre cuando muy sin sobre también",
-    ),
-    (
-        "italian",
-        "il di che la e un una non con del della sono le dei si gli nel alla anche più "
-        "ma ha questo essere lo tra dalla delle",
-    ),
-    (
-        "portuguese",
-        "o os de que e da em um uma para com não por mais dos das se na ao mas foi ele "
-        "ela sua seu são também",
-    ),
-    (
-        "dutch",
-        "de het een en van dat op te zijn niet met voor die er aan ook als bij maar om "
-        "dan nog wordt naar worden geen",
-    ),
-    (
-        "swedish",
-        "och att det som en på är av för med den har de inte om ett var jag sig så från "
-        "när kan vi eller också",
-    ),
-)
-# IGNORE_PATTERN keeping combining marks inside words (fts strips them after this split).
-WORD_SPLIT_PATTERN = r"(\\.|[^\p{L}\p{N}\p{M}])+"
-_LATIN_WORD = r"[\p{Latin}\p{M}]+"
 MERGE_FRACTION = 0.10
 MERGE_MIN_CHUNKS = 2_000
 # The delta's newest chunks sit in a third snapshot, the *fresh* one, which is all a
@@ -176,12 +90,6 @@ FRESH_MIN_FOLD = 500
 # The snapshot of the chunks newer than the one a rebuild carries over is built beside the
 # new snapshot under its name and this suffix (``_build_merged``).
 MERGE_ADDED_SUFFIX = "_new"
-# Chosen on SciFact *train* (bench: a grid over k1 in 0.7-1.5 and b in 0.4-0.75):
-# 0.9/0.4 and 0.7/0.5 tied best for hybrid (nDCG@10 0.7435 against 0.7409 for the
-# textbook 1.2/0.75); 0.9/0.4 is also Anserini's setting for BEIR, so the less tuned of
-# the two. Short passages (abstracts, chunks) want little length normalisation.
-BM25_K1 = 0.9
-BM25_B = 0.4
 # The layout of a snapshot (fts dict/docs/stats plus packed postings, no ``terms``, words
 # of SCRIPT_STEMMERS' scripts and LANGUAGE_MARKERS' languages stemmed, the languages it
 # holds). A keyword file written in another layout is rebuilt in the background at open.
@@ -191,23 +99,6 @@ FORMAT = "postings-4"
 # 300k chunks (library open with its vectors and the model) peaked at 1,438 MB with 2M
 # rows a range and 1,319 MB with 500k, in the same time (bench/scale.py --child merge).
 POSTINGS_BATCH_ROWS = 500_000
-# Candidates checked for liveness and filters in a first round, beyond ``limit``.
-FIRST_CHECK_EXTRA = 100
-# Past this many candidates checked by id, the allowed chunks are listed instead.
-MAX_CHECKED_BY_ID = 5_000
-# Decoded postings, with each term's BM25 contribution per document, kept in memory
-# (least recently used out first) up to this many bytes for the whole index: the frequent
-# terms, whose lists are longest (slowest to fetch and to score), are the ones queries
-# share.
-POSTINGS_CACHE_BYTES = 48 * 1024 * 1024
-# fts's ``tokenize`` (lower(strip_accents(s)), IGNORE_PATTERN replaced by a space, split
-# on spaces) for ASCII text, where strip_accents does nothing and \p{L}\p{N} are a-z0-9:
-# calling the macro costs ~3.5 ms of CPU per query (DuckDB compiles its Unicode regex on
-# every call). Other text goes through the macro. tests/test_keyword_speed.py checks the
-# two agree.
-ASCII_IGNORE = re.compile(r"(\\.|[^a-z0-9])+")
-# Stems remembered per word (the stemmer is a pure function), up to this many words.
-STEM_MEMO_MAX = 100_000
 
 
 def warm_page_cache(path: Path) -> threading.Thread:
@@ -265,155 +156,6 @@ class KeywordState:
         ]
 
 
-class _Postings:
-    """One term's postings in one snapshot, and its BM25 contribution per document for
-    the last (avgdl, idf) it was scored with (both move only when a snapshot changes)."""
-
-    __slots__ = ("doc", "scored", "tfs")
-
-    def __init__(self, doc: np.ndarray, tfs: np.ndarray) -> None:
-        self.doc = doc
-        self.tfs = tfs
-        self.scored: tuple[float, float, np.ndarray] | None = None
-
-    @property
-    def nbytes(self) -> int:
-        return self.doc.nbytes + self.tfs.nbytes + 8 * len(self.doc)
-
-    def contribution(self, avgdl: float, idf: float, norm: np.ndarray) -> np.ndarray:
-        """idf * (tf * (k1 + 1)) / (tf + norm), in that order (the same bits as the SQL
-        it replaced)."""
-        scored = self.scored
-        if scored is not None and scored[0] == avgdl and scored[1] == idf:
-            return scored[2]
-        term_score = self.tfs * (BM25_K1 + 1)
-        term_score *= idf
-        denominator = norm[self.doc]
-        denominator += self.tfs
-        term_score /= denominator
-        self.scored = (avgdl, idf, term_score)
-        return term_score
-
-
-@dataclass
-class _Snapshot:
-    """What a query needs of one built snapshot besides the postings of its terms:
-    docid -> chunk id and docid -> length (a few MB at 300k chunks), and fts's stats.
-    Snapshots never change once built, so this is read once per build."""
-
-    chunk_ids: np.ndarray
-    lengths: np.ndarray
-    num_docs: int
-    avgdl: float
-    # (avgdl, norm) in one reference, so a concurrent query never pairs one with the
-    # other's.
-    norm: tuple[float, np.ndarray] | None = None
-    # The dictionary as Python hashes of the terms (sorted), with termid and df in the
-    # same order: 24 bytes a term, where asking DuckDB scans the dictionary on every
-    # query (1-2 ms of CPU at 25k terms, growing with the vocabulary). Two terms with one
-    # 64-bit hash (odds ~1e-12 a query at a million terms) is the only way it can differ.
-    term_hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    term_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    term_dfs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    languages: tuple[str, ...] = ()  # Latin-script languages its passages were stemmed as
-
-    def lookup(self, term: str) -> tuple[int, int] | None:
-        """(termid, df) of ``term``, None when no chunk of this snapshot holds it."""
-        key = hash(term)
-        at = int(np.searchsorted(self.term_hashes, key))
-        if at < len(self.term_hashes) and int(self.term_hashes[at]) == key:
-            return int(self.term_ids[at]), int(self.term_dfs[at])
-        return None
-
-    def length_norm(self, avgdl: float) -> np.ndarray:
-        """k1 * (1 - b + b * len / avgdl) per docid, for the combined ``avgdl`` (which
-        moves with every delta rebuild)."""
-        cached = self.norm
-        if cached is not None and cached[0] == avgdl:
-            return cached[1]
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths / avgdl)
-        self.norm = (avgdl, norm)
-        return norm
-
-
-def _schema(table: str) -> str:
-    return f"{ALIAS}.fts_main_{table}"
-
-
-def _postings(table: str) -> str:
-    return f"{ALIAS}.{table}_postings"
-
-
-def _script_cases(word: str) -> str:
-    return " ".join(
-        f"WHEN regexp_full_match({word}, '[\\p{{{script}}}\\p{{M}}]+') THEN stem({word}, '{stemmer}')"
-        for script, stemmer in SCRIPT_STEMMERS
-    )
-
-
-def _sql_list(words: str) -> str:
-    return "[" + ", ".join(f"'{w}'" for w in words.split()) + "]"
-
-
-def snapshot_rows_sql(chunks_table: str, where: str) -> str:
-    """SQL for the (chunk_id, body, lang) rows a snapshot indexes: each chunk's context
-    line and text as fts is to read it, and the Latin-script language it was stemmed as
-    ("" for Porter alone). Text with a non-ASCII character is split into lower-cased
-    words, each word of SCRIPT_STEMMERS' scripts replaced by its stem and, in a passage
-    of a LANGUAGE_MARKERS language, each Latin-script word by its stem in that language;
-    all-ASCII text goes to fts as it is."""
-    counts = ", ".join(
-        f"len(list_intersect(words, {_sql_list(markers)}))" for _, markers in LANGUAGE_MARKERS
-    )
-    names = ", ".join(f"'{name}'" for name, _ in LANGUAGE_MARKERS)
-    return (
-        f"SELECT chunk_id, CASE WHEN words IS NULL THEN raw ELSE array_to_string("
-        f"list_transform(words, w -> CASE {_script_cases('w')} WHEN lang <> '' AND "
-        f"regexp_full_match(w, '{_LATIN_WORD}') THEN stem(w, lang) ELSE w END), ' ') END "
-        "AS body, lang FROM ("
-        "SELECT chunk_id, raw, words, CASE WHEN words IS NULL OR list_max(counts) < 2 "
-        f"THEN '' ELSE [{names}][list_position(counts, list_max(counts))] END AS lang FROM ("
-        f"SELECT chunk_id, raw, words, [{counts}] AS counts FROM ("
-        "SELECT chunk_id, raw, CASE WHEN strlen(raw) = length(raw) THEN NULL ELSE "
-        f"string_split_regex(lower(raw), '{WORD_SPLIT_PATTERN}') END AS words FROM ("
-        "SELECT id AS chunk_id, coalesce(context, '') || chr(10) || text AS raw "
-        f"FROM {chunks_table} WHERE {where}))))"
-    )
-
-
-def term_sql(word: str, language: str | None = None) -> str:
-    """SQL for the term the index holds for the lower-cased word ``word`` (an SQL
-    expression): its script's stem, or with ``language`` (an SQL expression naming a
-    Snowball stemmer) a Latin-script word's stem in that language (NULL for another
-    word), then what fts does to a word (accents stripped, Porter)."""
-    if language is None:
-        inner = f"CASE {_script_cases(word)} ELSE {word} END"
-    else:
-        inner = (
-            f"CASE WHEN regexp_full_match({word}, '{_LATIN_WORD}') "
-            f"THEN stem({word}, {language}) END"
-        )
-    return f"stem(lower(strip_accents({inner})), 'porter')"
-
-
-def query_terms_sql() -> str:
-    """SQL for the distinct terms of the query ``?`` without language variants, in one
-    statement (the reference searches of bench/keyword_scale.py and the tests)."""
-    return (
-        f"SELECT DISTINCT {term_sql('w')} AS t FROM (SELECT unnest(string_split_regex("
-        f"lower(?), '{WORD_SPLIT_PATTERN}')) AS w) WHERE w <> ''"
-    )
-
-
-def fts_pragma(table: str) -> str:
-    """The fts index every snapshot gets (its tokenizer, stemmer and stopwords)."""
-    return (
-        f"PRAGMA create_fts_index('{table}', 'chunk_id', 'body', stemmer='porter', "
-        f"stopwords='english', ignore='{IGNORE_PATTERN}', strip_accents=1, lower=1, "
-        "overwrite=1)"
-    )
-
-
 def _termid_batches(termids: object, dfs: object) -> list[tuple[int, int]]:
     """Inclusive termid ranges of about POSTINGS_BATCH_ROWS postings each (a term's df is
     its postings count), in termid order."""
@@ -466,8 +208,9 @@ def _decoded(rows: dict[str, object], doc_of: np.ndarray) -> tuple[np.ndarray, .
     return term[live], doc[live], tf[live]
 
 
-class KeywordIndex:
-    """``path`` None keeps the index in memory (a library in memory, in tests)."""
+class KeywordUpkeep:
+    """The keyword file attached to ``db``, its snapshots' state and their rebuilds.
+    ``path`` None keeps the index in memory (a library in memory, in tests)."""
 
     def __init__(self, db: Database, path: Path | None = None, *, stale: bool = False) -> None:
         """``stale``: the file was built from a database that is gone (see _check_format)."""
@@ -482,25 +225,11 @@ class KeywordIndex:
         # it was kept under when it had to be set aside.
         self.recovery = ""
         self.kept_at: Path | None = None
-        self._snapshots: dict[str, _Snapshot] = {}
-        self._snapshots_lock = threading.Lock()
+        self._state_lock = threading.Lock()
         # kw_meta is written only through _set (this process owns the file), so the state
         # is read once per change, not once per query.
         self._state: KeywordState | None = None
         self._meta_changes = 0
-        # The last query's scores: retrieval asks again with a larger limit when too few
-        # documents came back, and only the liveness check depends on the limit.
-        self._last_scored: (
-            tuple[tuple[str, tuple[tuple[str, str], ...]], np.ndarray, np.ndarray] | None
-        ) = None
-        # Which chunk ids are live (their document indexed), by chunk id, as of a
-        # database generation; and the generation the last unfiltered search saw.
-        self._live_mask: tuple[int, np.ndarray] | None = None
-        self._live_seen = -1
-        # (snapshot stamp, termid) -> (docids, tfs), under _snapshots_lock.
-        self._postings_cache: OrderedDict[tuple[str, int], _Postings] = OrderedDict()
-        self._postings_cached_bytes = 0
-        self._stem_memo: dict[tuple[str, str], str] = {}
         self._attach()
         if self.path is not None and self.recovery != "unavailable":
             warm_page_cache(self.path)
@@ -631,7 +360,7 @@ class KeywordIndex:
                 pass
             raise
         finally:
-            with self._snapshots_lock:
+            with self._state_lock:
                 self._meta_changes += 1
                 self._state = None
 
@@ -673,7 +402,7 @@ class KeywordIndex:
             return cached
         changes = self._meta_changes
         state = self._read_state()
-        with self._snapshots_lock:
+        with self._state_lock:
             if self._meta_changes == changes:
                 self._state = state
         return state
@@ -1232,318 +961,6 @@ class KeywordIndex:
         cur.execute(f"DROP TABLE IF EXISTS {name}_postings")
         cur.execute(f"DROP TABLE IF EXISTS {name}_languages")
         cur.execute(f"DROP TABLE IF EXISTS {name}_termmap")
-
-    # --- query ------------------------------------------------------------------
-
-    def search(
-        self,
-        query: str,
-        limit: int,
-        *,
-        filters: SearchFilters | None = None,
-        _retries: int = 2,
-    ) -> list[tuple[int, float]]:
-        """Chunk ids and BM25 scores, best first (ties by chunk id), inside ``filters``."""
-        if limit <= 0 or not query.strip():
-            return []
-        parts = self.state().parts()
-        if not parts:
-            return []
-        try:
-            return self._search(query, limit, filters or SearchFilters(), parts)
-        except duckdb.CatalogException:
-            # A concurrent merge swapped the snapshot between reading the state and the
-            # query; the next attempt sees the new one.
-            if _retries <= 0:
-                raise
-            return self.search(query, limit, filters=filters, _retries=_retries - 1)
-
-    def _snapshot(self, cur: duckdb.DuckDBPyConnection, name: str, stamp: str) -> _Snapshot:
-        key = f"{name}@{stamp}"
-        with self._snapshots_lock:
-            found = self._snapshots.get(key)
-        if found is not None:
-            return found
-        schema = _schema(name)
-        docs = cur.execute(f"SELECT docid, name, len FROM {schema}.docs").fetchnumpy()
-        docid = np.asarray(docs["docid"], dtype=np.int64)
-        size = int(docid.max()) + 1 if len(docid) else 0
-        chunk_ids = np.zeros(size, dtype=np.int64)
-        lengths = np.zeros(size, dtype=np.float64)
-        chunk_ids[docid] = np.asarray(docs["name"], dtype=np.int64)
-        lengths[docid] = np.asarray(docs["len"], dtype=np.float64)
-        stats = cur.execute(f"SELECT num_docs, avgdl FROM {schema}.stats").fetchone()
-        snapshot = _Snapshot(
-            chunk_ids, lengths, int(stats[0]) if stats else 0, float(stats[1]) if stats else 0.0
-        )
-        terms = cur.execute(f"SELECT term, termid, df FROM {schema}.dict").fetchnumpy()
-        hashes = np.fromiter((hash(t) for t in terms["term"]), dtype=np.int64)
-        order = np.argsort(hashes, kind="stable")
-        snapshot.term_hashes = hashes[order]
-        snapshot.term_ids = np.asarray(terms["termid"], dtype=np.int64)[order]
-        snapshot.term_dfs = np.asarray(terms["df"], dtype=np.int64)[order]
-        del terms
-        snapshot.languages = tuple(
-            sorted(
-                str(r[0])
-                for r in cur.execute(f"SELECT lang FROM {ALIAS}.{name}_languages").fetchall()
-            )
-        )
-        with self._snapshots_lock:
-            # Only the snapshots in use now stay cached (a base, a delta and a fresh one,
-            # briefly the ones a switch replaced).
-            if len(self._snapshots) >= 6:
-                self._snapshots.clear()
-            self._snapshots[key] = snapshot
-        return snapshot
-
-    def _search(
-        self, query: str, limit: int, filters: SearchFilters, parts: list[tuple[str, str]]
-    ) -> list[tuple[int, float]]:
-        cur = self.db.cursor()
-        key = (query, tuple(parts))
-        last = self._last_scored
-        if last is not None and last[0] == key:
-            return self._best_live(cur, last[1], last[2], limit, filters)
-        ids, scores = self._score(cur, query, parts)
-        self._last_scored = (key, ids, scores)
-        return self._best_live(cur, ids, scores, limit, filters)
-
-    def _score(
-        self, cur: duckdb.DuckDBPyConnection, query: str, parts: list[tuple[str, str]]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Every chunk holding a query term, with its BM25 score (in no order)."""
-        none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
-        snapshots = [self._snapshot(cur, name, stamp) for name, stamp in parts]
-        # Two small queries, not one join: DuckDB plans the join of the tokenized query
-        # with the dictionaries poorly (10 ms against 3), and a literal list prunes.
-        languages = sorted({lang for snapshot in snapshots for lang in snapshot.languages})
-        stems = self._stems(cur, query, languages)
-        if not stems:
-            return none
-        terms = self._lookup_terms(stems, snapshots)
-        if not terms:
-            return none
-        # BM25 over the combined statistics of base and delta, so a chunk scores the same
-        # wherever it sits.
-        n = sum(s.num_docs for s in snapshots)
-        avgdl = sum(s.avgdl * s.num_docs for s in snapshots) / n
-        df: dict[str, int] = {}
-        for _, term, _, term_df in terms:
-            df[term] = df.get(term, 0) + int(term_df)
-        idf = {t: math.log((n - d + 0.5) / (d + 0.5) + 1) for t, d in df.items()}
-        wanted: list[dict[int, str]] = [{} for _ in parts]
-        for part, term, termid, _ in terms:
-            wanted[part][int(termid)] = term
-        postings = self._fetch_postings(cur, parts, wanted)
-        ids: list[np.ndarray] = []
-        scores: list[np.ndarray] = []
-        for i, snapshot in enumerate(snapshots):
-            rows = postings[i]
-            if not rows:
-                continue
-            norm = snapshot.length_norm(avgdl)
-            acc = np.zeros(len(snapshot.chunk_ids), dtype=np.float64)
-            # Terms in one fixed order for every chunk: equal inputs sum to equal scores,
-            # so ties are broken by chunk id alone.
-            for termid in sorted(rows, key=lambda t: wanted[i][t]):
-                entry = rows[termid]
-                acc[entry.doc] += entry.contribution(avgdl, idf[wanted[i][termid]], norm)
-            hit = np.flatnonzero(acc)
-            ids.append(snapshot.chunk_ids[hit])
-            scores.append(acc[hit])
-        if not ids:
-            return none
-        return np.concatenate(ids), np.concatenate(scores)
-
-    def _fetch_postings(
-        self,
-        cur: duckdb.DuckDBPyConnection,
-        parts: list[tuple[str, str]],
-        wanted: list[dict[int, str]],
-    ) -> list[dict[int, _Postings]]:
-        """Per part, termid -> its postings, from the cache or DuckDB."""
-        out: list[dict[int, _Postings]] = [{} for _ in parts]
-        missing: list[list[int]] = [[] for _ in parts]
-        with self._snapshots_lock:
-            for i, (_, stamp) in enumerate(parts):
-                for termid in wanted[i]:
-                    hit = self._postings_cache.get((stamp, termid))
-                    if hit is None:
-                        missing[i].append(termid)
-                    else:
-                        self._postings_cache.move_to_end((stamp, termid))
-                        out[i][termid] = hit
-        if not any(missing):
-            return out
-        rows = cur.execute(
-            " UNION ALL ".join(
-                f"SELECT {i} AS part, termid, docids, tfs FROM {_postings(name)} "
-                f"WHERE termid IN ({id_list(sorted(missing[i]))})"
-                for i, (name, _) in enumerate(parts)
-                if missing[i]
-            )
-        ).fetchall()
-        fetched: list[tuple[tuple[str, int], _Postings]] = []
-        for part, termid, docids, tfs in rows:
-            doc = np.frombuffer(docids, dtype="<u4")
-            width = len(tfs) // len(doc)
-            entry = _Postings(doc, np.frombuffer(tfs, dtype="<u1" if width == 1 else "<u2"))
-            out[part][int(termid)] = entry
-            fetched.append(((parts[part][1], int(termid)), entry))
-        with self._snapshots_lock:
-            for key, entry in fetched:
-                size = entry.nbytes
-                if size > POSTINGS_CACHE_BYTES // 4 or key in self._postings_cache:
-                    continue
-                self._postings_cache[key] = entry
-                self._postings_cached_bytes += size
-            while self._postings_cached_bytes > POSTINGS_CACHE_BYTES:
-                _, old = self._postings_cache.popitem(last=False)
-                self._postings_cached_bytes -= old.nbytes
-        return out
-
-    def _stems(
-        self, cur: duckdb.DuckDBPyConnection, query: str, languages: Sequence[str]
-    ) -> list[str]:
-        """The query's distinct terms as the index holds a document's words: each word's
-        own, and its stem in each language the index's passages were stemmed as (the
-        question's language is not guessed: a short one has too few words)."""
-        words = ascii_tokens(query)
-        if words is None:
-            split = f"SELECT unnest(string_split_regex(lower(?), '{WORD_SPLIT_PATTERN}'))"
-            words = [str(r[0]) for r in cur.execute(split, [query]).fetchall() if r[0]]
-        pairs = [(w, lang) for w in dict.fromkeys(words) for lang in ("", *languages)]
-        memo = self._stem_memo
-        missing = [pair for pair in pairs if pair not in memo]
-        if missing:
-            # A literal list: a list parameter costs ~3 ms to bind.
-            values = ", ".join("('" + w.replace("'", "''") + f"', '{lang}')" for w, lang in missing)
-            rows = cur.execute(
-                f"SELECT w, l, CASE WHEN l = '' THEN {term_sql('w')} ELSE {term_sql('w', 'l')} "
-                f"END FROM (VALUES {values}) AS v(w, l)"
-            ).fetchall()
-            if len(memo) + len(rows) > STEM_MEMO_MAX:
-                memo = {pair: memo[pair] for pair in pairs if pair in memo}
-            memo = {**memo, **{(str(w), str(lang)): str(t or "") for w, lang, t in rows}}
-            self._stem_memo = memo
-        return [t for t in dict.fromkeys(memo[pair] for pair in pairs) if t]
-
-    @staticmethod
-    def _lookup_terms(
-        stems: list[str], snapshots: list[_Snapshot]
-    ) -> list[tuple[int, str, int, int]]:
-        """(part, term, termid, df) of every stem each snapshot's dictionary holds."""
-        out: list[tuple[int, str, int, int]] = []
-        for i, snapshot in enumerate(snapshots):
-            for term in stems:
-                entry = snapshot.lookup(term)
-                if entry is not None:
-                    out.append((i, term, entry[0], entry[1]))
-        return out
-
-    def _live_ids(self, cur: duckdb.DuckDBPyConnection) -> np.ndarray | None:
-        """Live chunk ids as a boolean array by chunk id, when the database has not
-        changed since it was built; None while it keeps changing (the indexer commits
-        file after file), when each search checks its candidates by id instead. It is
-        built on the second unfiltered search at one generation, so a quiet library pays
-        the listing once (~20 ms at 300k chunks) and a busy one never."""
-        generation = self.db.generation
-        cached = self._live_mask
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        if self._live_seen != generation:
-            self._live_seen = generation
-            return None
-        allowed = self._allowed(cur, "", [])
-        mask = np.zeros(int(allowed.max()) + 1 if len(allowed) else 0, dtype=bool)
-        mask[allowed] = True
-        self._live_mask = (generation, mask)
-        return mask
-
-    def _best_live(
-        self,
-        cur: duckdb.DuckDBPyConnection,
-        ids: np.ndarray,
-        scores: np.ndarray,
-        limit: int,
-        filters: SearchFilters,
-    ) -> list[tuple[int, float]]:
-        """The best ``limit`` of the scored chunks whose document is indexed and inside
-        ``filters``: candidates are checked best first, in growing rounds, so the result
-        is the top-k of the live, filtered chunks, not of all of them."""
-        filter_sql, filter_params = filter_clause(filters)
-        mask = None if filter_sql else self._live_ids(cur)
-        if mask is not None:
-            keep = ids < len(mask)
-            keep[keep] = mask[ids[keep]]
-            kept_ids, kept_scores = ids[keep], scores[keep]
-            ranked = _ranked(kept_ids, kept_scores, limit)[:limit]
-            return [(int(kept_ids[j]), float(kept_scores[j])) for j in ranked]
-        found: list[tuple[int, float]] = []
-        checked = 0
-        want = limit + FIRST_CHECK_EXTRA
-        while checked < len(ids):
-            if want > MAX_CHECKED_BY_ID:
-                # Most candidates are dead or filtered out: list what is allowed instead.
-                allowed = self._allowed(cur, filter_sql, filter_params)
-                keep = np.isin(ids, allowed)
-                kept_ids, kept_scores = ids[keep], scores[keep]
-                ranked = _ranked(kept_ids, kept_scores, limit)[:limit]
-                return [(int(kept_ids[j]), float(kept_scores[j])) for j in ranked]
-            order = _ranked(ids, scores, want)
-            batch = order[checked:]
-            live = self._live(cur, ids[batch], filter_sql, filter_params)
-            found.extend((int(ids[j]), float(scores[j])) for j in batch if int(ids[j]) in live)
-            if len(found) >= limit:
-                break
-            checked = len(order)
-            want *= 8
-        return found[:limit]
-
-    @staticmethod
-    def _live(
-        cur: duckdb.DuckDBPyConnection,
-        chunk_ids: Sequence[int],
-        filter_sql: str,
-        filter_params: list[object],
-    ) -> set[int]:
-        rows = cur.execute(
-            f"""SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
-                WHERE c.id IN ({id_list(chunk_ids)}) AND d.state = 'indexed'
-                {("AND " + filter_sql) if filter_sql else ""}""",
-            filter_params,
-        ).fetchall()
-        return {int(r[0]) for r in rows}
-
-    @staticmethod
-    def _allowed(
-        cur: duckdb.DuckDBPyConnection, filter_sql: str, filter_params: list[object]
-    ) -> np.ndarray:
-        rows = cur.execute(
-            f"""SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
-                WHERE d.state = 'indexed' {("AND " + filter_sql) if filter_sql else ""}""",
-            filter_params,
-        ).fetchnumpy()
-        return np.asarray(rows["id"], dtype=np.int64)
-
-
-def ascii_tokens(text: str) -> list[str] | None:
-    """fts's ``tokenize`` of ASCII ``text`` (None for other text)."""
-    if not text.isascii():
-        return None
-    return [w for w in ASCII_IGNORE.sub(" ", text.lower()).split(" ") if w]
-
-
-def _ranked(ids: np.ndarray, scores: np.ndarray, at_least: int) -> np.ndarray:
-    """Positions of the best ``at_least`` (score descending, then chunk id), with every
-    chunk tied with the last of them, so a cut never splits a tie arbitrarily."""
-    if len(scores) > at_least:
-        cut = np.partition(scores, len(scores) - at_least)[len(scores) - at_least]
-        pick = np.flatnonzero(scores >= cut)
-    else:
-        pick = np.arange(len(scores))
-    return pick[np.lexsort((ids[pick], -scores[pick]))]
 
 
 def _stamp(name: str) -> str:

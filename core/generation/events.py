@@ -1,0 +1,155 @@
+"""What ``ask`` (core/generation/qa.py) says as it answers: its events, and the kinds of
+warning an answer can carry.
+
+The kinds are a StrEnum whose values are the strings JSON, the socket and stored turns
+carry, so a kind compares equal to its string wherever one was read back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Union
+
+from core.errors import LecternError
+from core.records import Citation, Hit
+
+
+class WarningKind(StrEnum):
+    """Every kind of WarningEvent (and of AnswerWarning, which becomes one)."""
+
+    # No model wrote the answer; it was quoted from the documents instead.
+    LLM_UNAVAILABLE = "llm_unavailable"  # the server is not running or not reachable
+    LLM_TIMEOUT = "llm_timeout"  # silent before its first word
+    MODEL_MISSING = "model_missing"  # the server lacks the model (WarningEvent.model)
+    LLM_CONFIG = "llm_config"  # the settings name no usable server (a malformed address)
+    CONTEXT = "context"  # not even one source fits the model's context window
+    EMPTY = "empty"  # the model returned nothing
+    # What became of the written answer or its sources.
+    INCOMPLETE = "incomplete"
+    CANCELLED = "cancelled"
+    TRUNCATED = "truncated"  # the server read fewer prompt tokens than were sent
+    SOURCES_TRIMMED = "sources_trimmed"
+    REWRITE_FAILED = "rewrite_failed"
+    RERANK_FAILED = "rerank_failed"
+    RERANK_UNREAD = "rerank_unread"
+    NOT_SAVED = "not_saved"
+    # Why nothing was found.
+    NO_SOURCES = "no_sources"
+    EMPTY_LIBRARY = "empty_library"
+    EMPTY_SCOPE = "empty_scope"
+    STILL_INDEXING = "still_indexing"
+    # The citation check of a written answer (core/generation/citations.py).
+    UNKNOWN_CITATION = "unknown_citation"
+    UNVERIFIED_NUMBER = "unverified_number"
+    NO_CITATIONS = "no_citations"
+    UNSUPPORTED = "unsupported"
+
+
+# The server failed (down, silent or without the model), so the answer was quoted instead.
+SERVER_FAILED = frozenset(
+    {WarningKind.LLM_UNAVAILABLE, WarningKind.LLM_TIMEOUT, WarningKind.MODEL_MISSING}
+)
+
+
+@dataclass(frozen=True)
+class SourcesEvent:
+    hits: tuple[Hit, ...]
+    question: str = ""  # the standalone question the sources were retrieved for
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    text: str
+
+
+@dataclass(frozen=True)
+class CitationsEvent:
+    citations: tuple[Citation, ...]
+
+
+@dataclass(frozen=True)
+class DraftEvent:
+    """The answer quoted from the documents, shown while a slow server reads the prompt;
+    the written answer's tokens replace it. Never saved."""
+
+    answer: str
+    citations: tuple[Citation, ...]
+    declined: bool = False
+
+
+@dataclass(frozen=True)
+class StatusEvent:
+    """What the model server is doing before it writes (loading, reading the prompt)."""
+
+    message: str
+    kind: str  # "loading" | "reading"
+
+
+@dataclass(frozen=True)
+class WarningEvent:
+    message: str
+    # A WarningKind, whose value is what JSON and the socket carry. Typed str: a kind this
+    # version does not know (from another Lectern over the socket) still reads.
+    kind: str
+    model: str = ""  # "model_missing": the model to download
+
+    def to_json(self) -> dict[str, str]:
+        data = {"kind": str(self.kind), "message": self.message}  # plain str on the wire
+        if self.model:
+            data["model"] = self.model
+        return data
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    answer: str
+    mode: str  # "generated" | "extractive" | "declined"
+    citations: tuple[Citation, ...]
+    warnings: tuple[WarningEvent, ...]
+    timings: dict[str, float | int | None] = field(default_factory=dict)
+    conversation_id: int | None = None
+    turn_id: int | None = None
+    model: str | None = None  # None when no model wrote the answer
+    question: str = ""  # the standalone question used for retrieval
+    sources: tuple[Hit, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "answer": self.answer,
+            "mode": self.mode,
+            "citations": [c.to_json() for c in self.citations],
+            "warnings": [w.to_json() for w in self.warnings],
+            "timings": dict(self.timings),
+            "conversation": self.conversation_id,
+            "turn": self.turn_id,
+            "model": self.model,
+            "question": self.question,
+        }
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    error: LecternError
+    partial_answer: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "error": type(self.error).__name__,
+            "message": self.error.message,
+            "hint": self.error.hint,
+            "model": getattr(self.error, "model", None),
+            "partial_answer": self.partial_answer,
+        }
+
+
+Event = Union[  # noqa: UP007
+    SourcesEvent,
+    TokenEvent,
+    DraftEvent,
+    StatusEvent,
+    CitationsEvent,
+    WarningEvent,
+    DoneEvent,
+    ErrorEvent,
+]

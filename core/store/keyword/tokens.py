@@ -1,0 +1,206 @@
+"""Keyword tokenizing: how a passage's and a query's words become the terms the keyword
+index holds, as SQL for DuckDB's ``fts`` extension and, for ASCII queries, in Python.
+
+Every snapshot is built by the same ``fts_pragma`` over the rows of ``snapshot_rows_sql``,
+and a query's words go through ``term_sql`` (or ``ascii_tokens`` and the same stemmers),
+so a word meets its passages whichever way it came. ASCII queries are tokenized in
+Python, exactly as fts does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import duckdb
+
+# Digits are kept (the fts default drops them): error codes, figures and identifiers are
+# exactly what people search by keyword. Letters are any script's (the default keeps only
+# a-z, so Russian, Greek, Arabic or CJK text was not keyword-searchable at all). A change
+# here needs a rebuilt keyword index: it goes with CHUNKER_VERSION in core/chunking/passages.py.
+IGNORE_PATTERN = r"(\\.|[^\p{L}\p{N}])+"
+# fts's one stemmer (Porter, for English) leaves other scripts' words as they are, so a
+# Russian "ёжики" never met "ежей". Words written wholly in one of these scripts are
+# stemmed by its language's Snowball stemmer before fts sees them (porter then leaves
+# the stem alone: its rules are a-z). Stemming comes before fts strips accents, which
+# would turn "й" into "и" and matras into nothing under the stemmer's feet. A change here
+# or in LANGUAGE_MARKERS needs a rebuilt keyword index: bump FORMAT (upkeep.py).
+SCRIPT_STEMMERS = (
+    ("Cyrillic", "russian"),
+    ("Greek", "greek"),
+    ("Arabic", "arabic"),
+    ("Devanagari", "hindi"),
+    ("Tamil", "tamil"),
+)
+# Latin-script languages share one script, so a passage's language is guessed from its
+# commonest words: the language (a Snowball stemmer's name) with the most of its markers
+# among the passage's words, at least two, English winning ties ("" keeps Porter). Words
+# that are just as common in English ("die", "in", "a", "plus", "per", "door", ...) are
+# left out. Only text with a non-ASCII character is guessed (German, French, Spanish
+# or Swedish prose has its umlauts and accents within a few words): an all-ASCII passage
+# keeps Porter, and an English library builds exactly as before.
+LANGUAGE_MARKERS: tuple[tuple[str, str], ...] = (
+    (
+        "",
+        "the and of to is that with for was are this be by from which have not or it on "
+        "as at an were has been their they we these can",
+    ),
+    (
+        "german",
+        "der das und ist nicht ein eine zu den von mit sich des auf für im dem auch es "
+        "als wie bei oder aus nach wird werden sind hat haben noch nur um über wenn kann "
+        "sie ich",
+    ),
+    (
+        "french",
+        "le la les et des est une un du dans pour que qui pas sur au avec ce il sont par "
+        "ne se ou mais leur cette été aux",
+    ),
+    (
+        "spanish",
+        "el la los las y de que en del se por un una es con para al lo como más pero sus "
+        "le ya o este sí porque esta entre cuando muy sin sobre también",
+    ),
+    (
+        "italian",
+        "il di che la e un una non con del della sono le dei si gli nel alla anche più "
+        "ma ha questo essere lo tra dalla delle",
+    ),
+    (
+        "portuguese",
+        "o os de que e da em um uma para com não por mais dos das se na ao mas foi ele "
+        "ela sua seu são também",
+    ),
+    (
+        "dutch",
+        "de het een en van dat op te zijn niet met voor die er aan ook als bij maar om "
+        "dan nog wordt naar worden geen",
+    ),
+    (
+        "swedish",
+        "och att det som en på är av för med den har de inte om ett var jag sig så från "
+        "när kan vi eller också",
+    ),
+)
+# IGNORE_PATTERN keeping combining marks inside words (fts strips them after this split).
+WORD_SPLIT_PATTERN = r"(\\.|[^\p{L}\p{N}\p{M}])+"
+_LATIN_WORD = r"[\p{Latin}\p{M}]+"
+# fts's ``tokenize`` (lower(strip_accents(s)), IGNORE_PATTERN replaced by a space, split
+# on spaces) for ASCII text, where strip_accents does nothing and \p{L}\p{N} are a-z0-9:
+# calling the macro costs ~3.5 ms of CPU per query (DuckDB compiles its Unicode regex on
+# every call). Other text goes through the macro. tests/test_keyword_speed.py checks the
+# two agree.
+ASCII_IGNORE = re.compile(r"(\\.|[^a-z0-9])+")
+# Stems remembered per word (the stemmer is a pure function), up to this many words.
+STEM_MEMO_MAX = 100_000
+
+
+def _script_cases(word: str) -> str:
+    return " ".join(
+        f"WHEN regexp_full_match({word}, '[\\p{{{script}}}\\p{{M}}]+') THEN stem({word}, '{stemmer}')"
+        for script, stemmer in SCRIPT_STEMMERS
+    )
+
+
+def _sql_list(words: str) -> str:
+    return "[" + ", ".join(f"'{w}'" for w in words.split()) + "]"
+
+
+def snapshot_rows_sql(chunks_table: str, where: str) -> str:
+    """SQL for the (chunk_id, body, lang) rows a snapshot indexes: each chunk's context
+    line and text as fts is to read it, and the Latin-script language it was stemmed as
+    ("" for Porter alone). Text with a non-ASCII character is split into lower-cased
+    words, each word of SCRIPT_STEMMERS' scripts replaced by its stem and, in a passage
+    of a LANGUAGE_MARKERS language, each Latin-script word by its stem in that language;
+    all-ASCII text goes to fts as it is."""
+    counts = ", ".join(
+        f"len(list_intersect(words, {_sql_list(markers)}))" for _, markers in LANGUAGE_MARKERS
+    )
+    names = ", ".join(f"'{name}'" for name, _ in LANGUAGE_MARKERS)
+    return (
+        f"SELECT chunk_id, CASE WHEN words IS NULL THEN raw ELSE array_to_string("
+        f"list_transform(words, w -> CASE {_script_cases('w')} WHEN lang <> '' AND "
+        f"regexp_full_match(w, '{_LATIN_WORD}') THEN stem(w, lang) ELSE w END), ' ') END "
+        "AS body, lang FROM ("
+        "SELECT chunk_id, raw, words, CASE WHEN words IS NULL OR list_max(counts) < 2 "
+        f"THEN '' ELSE [{names}][list_position(counts, list_max(counts))] END AS lang FROM ("
+        f"SELECT chunk_id, raw, words, [{counts}] AS counts FROM ("
+        "SELECT chunk_id, raw, CASE WHEN strlen(raw) = length(raw) THEN NULL ELSE "
+        f"string_split_regex(lower(raw), '{WORD_SPLIT_PATTERN}') END AS words FROM ("
+        "SELECT id AS chunk_id, coalesce(context, '') || chr(10) || text AS raw "
+        f"FROM {chunks_table} WHERE {where}))))"
+    )
+
+
+def term_sql(word: str, language: str | None = None) -> str:
+    """SQL for the term the index holds for the lower-cased word ``word`` (an SQL
+    expression): its script's stem, or with ``language`` (an SQL expression naming a
+    Snowball stemmer) a Latin-script word's stem in that language (NULL for another
+    word), then what fts does to a word (accents stripped, Porter)."""
+    if language is None:
+        inner = f"CASE {_script_cases(word)} ELSE {word} END"
+    else:
+        inner = (
+            f"CASE WHEN regexp_full_match({word}, '{_LATIN_WORD}') "
+            f"THEN stem({word}, {language}) END"
+        )
+    return f"stem(lower(strip_accents({inner})), 'porter')"
+
+
+def query_terms_sql() -> str:
+    """SQL for the distinct terms of the query ``?`` without language variants, in one
+    statement (the reference searches of bench/keyword_scale.py and the tests)."""
+    return (
+        f"SELECT DISTINCT {term_sql('w')} AS t FROM (SELECT unnest(string_split_regex("
+        f"lower(?), '{WORD_SPLIT_PATTERN}')) AS w) WHERE w <> ''"
+    )
+
+
+def fts_pragma(table: str) -> str:
+    """The fts index every snapshot gets (its tokenizer, stemmer and stopwords)."""
+    return (
+        f"PRAGMA create_fts_index('{table}', 'chunk_id', 'body', stemmer='porter', "
+        f"stopwords='english', ignore='{IGNORE_PATTERN}', strip_accents=1, lower=1, "
+        "overwrite=1)"
+    )
+
+
+def ascii_tokens(text: str) -> list[str] | None:
+    """fts's ``tokenize`` of ASCII ``text`` (None for other text)."""
+    if not text.isascii():
+        return None
+    return [w for w in ASCII_IGNORE.sub(" ", text.lower()).split(" ") if w]
+
+
+class QueryStems:
+    """A query's words as the index's terms, with the stems of words seen remembered
+    (the stemmer is a pure function; asking DuckDB costs a statement per query)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[str, str], str] = {}
+
+    def terms(
+        self, cur: duckdb.DuckDBPyConnection, query: str, languages: Sequence[str]
+    ) -> list[str]:
+        """The query's distinct terms as the index holds a document's words: each word's
+        own, and its stem in each language the index's passages were stemmed as (the
+        question's language is not guessed: a short one has too few words)."""
+        words = ascii_tokens(query)
+        if words is None:
+            split = f"SELECT unnest(string_split_regex(lower(?), '{WORD_SPLIT_PATTERN}'))"
+            words = [str(r[0]) for r in cur.execute(split, [query]).fetchall() if r[0]]
+        pairs = [(w, lang) for w in dict.fromkeys(words) for lang in ("", *languages)]
+        memo = self._memo
+        missing = [pair for pair in pairs if pair not in memo]
+        if missing:
+            # A literal list: a list parameter costs ~3 ms to bind.
+            values = ", ".join("('" + w.replace("'", "''") + f"', '{lang}')" for w, lang in missing)
+            rows = cur.execute(
+                f"SELECT w, l, CASE WHEN l = '' THEN {term_sql('w')} ELSE {term_sql('w', 'l')} "
+                f"END FROM (VALUES {values}) AS v(w, l)"
+            ).fetchall()
+            if len(memo) + len(rows) > STEM_MEMO_MAX:
+                memo = {pair: memo[pair] for pair in pairs if pair in memo}
+            memo = {**memo, **{(str(w), str(lang)): str(t or "") for w, lang, t in rows}}
+            self._memo = memo
+        return [t for t in dict.fromkeys(memo[pair] for pair in pairs) if t]
