@@ -1,7 +1,7 @@
 """Crash torture benchmark (issue 10): ``kill -9`` of ``lectern index`` at many random
 moments, the library reopened after each, then compared with a clean rebuild.
 
-The harness is the one ``tests/test_crash_torture.py`` runs with 20 kills
+The harness is the one ``tests/indexing/test_crash_torture.py`` runs with 20 kills
 (``tests/crash_harness.py``): a folder of real passages (SQuAD and SciFact) as small
 Markdown and text files, some real PDFs and the sample documents, growing and changing
 between runs so every run has writing to do; each run is killed a random number of file

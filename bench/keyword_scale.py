@@ -199,7 +199,7 @@ def legacy_search(
     """The query the postings search replaced, verbatim but for the schema names: the
     stemmed query terms joined with fts's one-row-per-token ``terms``, over the fts
     indexes ``<catalog>_base`` and ``<catalog>_delta`` in the attached ``catalog`` (the
-    baseline of this bench, and the reference of tests/test_keyword_speed.py)."""
+    baseline of this bench, and the reference of tests/store/test_keyword_postings.py)."""
     filter_sql, filter_params = filter_clause(filters or SearchFilters())
     schemas = [
         f"{catalog}.fts_main_{t}"

@@ -3,7 +3,7 @@
 Each file is parsed in a fresh sandbox worker (``ParserPool``, the indexer's 60 s and
 1 GB limits) and the worker's peak resident memory (VmHWM, Linux) is read after it; the
 baseline is the same worker after parsing a small CSV file. The inputs are made by the
-generators of tests/test_formats.py: a million cells as .xlsx and .ods, a mailbox of
+generators of tests/ingest/test_formats.py: a million cells as .xlsx and .ods, a mailbox of
 100,000 messages, a deck of 1,000 slides, a zip bomb and an XML entity bomb.
 
     .venv/bin/python bench/parser_memory.py
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.record import emit
 from core.errors import ParseError
 from core.ingest import ParserPool
-from tests.test_formats import (
+from tests.ingest.test_formats import (
     ZIP_FORMATS,
     _big_mbox,
     _huge_ods,

@@ -8,7 +8,7 @@ one table, today's figures only, and lists the benches with nothing recorded yet
     .venv/bin/python bench/report.py            # rewrite docs/BENCHMARKS.md
     .venv/bin/python bench/report.py --check    # exit 1 if it is not up to date
 
-tests/test_docs.py checks that docs/BENCHMARKS.md is what this script writes.
+tests/project/test_docs.py checks that docs/BENCHMARKS.md is what this script writes.
 """
 
 from __future__ import annotations

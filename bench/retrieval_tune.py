@@ -52,8 +52,7 @@ from core.embedding.models import DEFAULT_MODEL_ID, embed_queries, reads_script_
 from core.evaluation.beir import load_beir, materialize, ndcg_at  # noqa: E402
 from core.library import Library  # noqa: E402
 from core.records import SearchFilters  # noqa: E402
-from core.retrieval.fusion import FusionParams, best_per_document, fuse  # noqa: E402
-from core.retrieval.search import rrf_fuse  # noqa: E402
+from core.retrieval.fusion import FusionParams, best_per_document, fuse, rrf_fuse  # noqa: E402
 from core.retrieval.second_stage import RerankParams, maxsim, passage_order, rerank  # noqa: E402
 from core.store.lookup import (  # noqa: E402
     chunk_embeddings,

@@ -198,7 +198,7 @@ def load_settings(home: Path | None = None) -> Settings:
 # 1e12}` ran out of memory after two minutes of searching, and chunk_overlap_sentences
 # 1e9 re-queued every passage of the library. The default rather than the nearest end:
 # a setting that is part of the index (the overlap) would still re-index everything.
-# tests/test_hostile_env.py checks that every numeric setting is here.
+# tests/cli/test_hostile_env.py checks that every numeric setting is here.
 NUMERIC_BOUNDS: dict[str, tuple[float, float]] = {
     "llm_first_token_timeout_s": (1, 86_400),
     "answer_temperature": (0, 2),

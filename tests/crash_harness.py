@@ -1,4 +1,4 @@
-"""Crash torture harness shared by ``tests/test_crash_torture.py`` and
+"""Crash torture harness shared by ``tests/indexing/test_crash_torture.py`` and
 ``bench/crash_torture.py``: a corpus of real files, ``lectern index`` run as a child
 process and ``kill -9``-ed at random moments after it has started writing, the library
 reopened after every kill, and the end state compared with a clean rebuild.

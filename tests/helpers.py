@@ -3,9 +3,38 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from core.records import Hit
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def lectern_env(home: Path, **extra: str) -> dict[str, str]:
+    """This process's environment for a ``lectern`` child on the library in ``home``:
+    no model server address or debug switch leaks in from the machine, only ``extra``'s."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_HOST", "LECTERN_DEBUG")}
+    return {
+        **env,
+        "LECTERN_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+        **extra,
+    }
+
+
+def cli(home: Path, *args: str, cwd: Path = REPO, **extra: str) -> subprocess.CompletedProcess[str]:
+    """``lectern ARGS`` in a child process, its output in pipes (not a terminal)."""
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args],
+        cwd=cwd,
+        env=lectern_env(home, **extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def drain(fd: int) -> str:

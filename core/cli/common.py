@@ -61,7 +61,7 @@ def prepare_streams() -> None:
 # Arguments that are words, not file names. In an ASCII locale (LC_ALL=C) Python hands
 # every byte above 127 of an argument over as a lone surrogate, which DuckDB refuses; a
 # word is read back as the UTF-8 the terminal almost always sends. A path is left as the
-# OS gave it, since that is the name this process opens it by. tests/test_hostile_env.py
+# OS gave it, since that is the name this process opens it by. tests/cli/test_hostile_env.py
 # checks that every argument of every command is in one of the two sets.
 TEXT_ARGUMENTS = frozenset(
     {"query", "question", "title", "name", "new_name", "collection", "type", "model", "split"}

@@ -8,8 +8,8 @@ this file supported?" for every file, and ``core.records`` builds its tables fro
 
 Adding a format: write the reader module (``parse(path) -> ParsedDocument``, see
 ``core/ingest/org.py`` for a small one), add one ``FileFormat`` row below, and add a test
-that reads a real file of that format (``tests/test_format_table.py``). Nothing else lists
-formats; ``tests/test_format_table.py`` checks that every derived table agrees with this one.
+that reads a real file of that format (``tests/ingest/test_format_table.py``). Nothing else lists
+formats; ``tests/ingest/test_format_table.py`` checks that every derived table agrees with this one.
 """
 
 from __future__ import annotations

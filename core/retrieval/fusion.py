@@ -26,9 +26,10 @@ and Lectern's own Russian and German sets together. docs/ARCHITECTURE.md has the
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from core.embedding.models import MULTILINGUAL_MODEL_ID
 
@@ -133,3 +134,43 @@ def fuse(
         for doc in zb.keys() | zd.keys()
     }
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def rrf_fuse(ranked_lists: Sequence[Sequence[int]], k: int = 60) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion: each list gives ``1 / (k + rank)`` to what it ranks."""
+    scores: dict[int, float] = {}
+    for ranked in ranked_lists:
+        for rank, key in enumerate(ranked, start=1):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+# --- the fusions a library can be set to ("fusion" in settings.json) ----------------------
+
+
+@dataclass(frozen=True)
+class FusionContext:
+    """What a fusion may use besides the two lists."""
+
+    params: FusionParams
+    rrf_k: int
+    # Of the documents given, those meaning search cannot find yet (written, not embedded).
+    keyword_only: Callable[[Sequence[int]], AbstractSet[int]]
+
+
+Fusion = Callable[[Ranked, Ranked, FusionContext], list[tuple[int, float]]]
+
+
+def _adaptive(
+    bm25_docs: Ranked, dense_docs: Ranked, context: FusionContext
+) -> list[tuple[int, float]]:
+    first = [doc for doc, _ in bm25_docs[: context.params.depth]]
+    return fuse(bm25_docs, dense_docs, context.params, context.keyword_only(first))
+
+
+def _rrf(bm25_docs: Ranked, dense_docs: Ranked, context: FusionContext) -> list[tuple[int, float]]:
+    return rrf_fuse([[d for d, _ in bm25_docs], [d for d, _ in dense_docs]], context.rrf_k)
+
+
+# A new fusion is a function of this shape and one row here.
+FUSIONS: Mapping[str, Fusion] = MappingProxyType({"adaptive": _adaptive, "rrf": _rrf})

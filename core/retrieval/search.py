@@ -28,7 +28,7 @@ from core.embedding.models import Embedder, embed_queries, reads_script_of
 from core.embedding.probe import probe_tokens_per_s
 from core.errors import LecternError
 from core.records import Hit, SearchFilters
-from core.retrieval.fusion import FusionParams, best_per_document, fuse
+from core.retrieval.fusion import FUSIONS, FusionContext, FusionParams, best_per_document
 from core.retrieval.second_stage import RerankParams, maxsim_scorer, passage_order, rerank_counted
 from core.store.db import Database
 from core.store.keyword import KeywordIndex
@@ -42,15 +42,6 @@ from core.store.lookup import (
 from core.store.vectors import VectorIndex
 
 MODES = ("hybrid", "bm25", "dense")
-FUSIONS = ("adaptive", "rrf")
-
-
-def rrf_fuse(ranked_lists: Sequence[Sequence[int]], k: int = 60) -> list[tuple[int, float]]:
-    scores: dict[int, float] = {}
-    for ranked in ranked_lists:
-        for rank, key in enumerate(ranked, start=1):
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 # Chunks fetched per wanted document at first; doubled (up to the cap) while a list has
@@ -385,10 +376,10 @@ class Retriever:
             return bm25
         if mode == "dense":
             return dense
-        if self.fusion == "rrf":
-            return rrf_fuse([[d for d, _ in bm25], [d for d, _ in dense]], self.rrf_k)
-        keyword_only = unembedded_documents(self.db, [d for d, _ in bm25[: self.params.depth]])
-        return fuse(bm25, dense, self.params, keyword_only)
+        context = FusionContext(
+            self.params, self.rrf_k, lambda docs: unembedded_documents(self.db, docs)
+        )
+        return FUSIONS[self.fusion](bm25, dense, context)
 
     def dense_vector(
         self, vector: np.ndarray, limit: int, filters: SearchFilters

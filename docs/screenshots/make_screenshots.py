@@ -162,7 +162,7 @@ def scene_long_claim(
     """A twelve-line claim from one column of a three-column Federal Register page,
     highlighted whole on the rendered page (not only its last line)."""
 
-    from tests.test_desktop_defects import FAA_SENTENCE  # the claim the test checks
+    from tests.desktop.test_evidence_and_layout import FAA_SENTENCE  # the claim the test checks
 
     def quote_the_claim(messages: Messages) -> str:
         # One claim of twelve lines, cut in two by the chunker; cited to its first part.

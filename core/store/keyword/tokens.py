@@ -88,7 +88,7 @@ _LATIN_WORD = r"[\p{Latin}\p{M}]+"
 # fts's ``tokenize`` (lower(strip_accents(s)), IGNORE_PATTERN replaced by a space, split
 # on spaces) for ASCII text, where strip_accents does nothing and \p{L}\p{N} are a-z0-9:
 # calling the macro costs ~3.5 ms of CPU per query (DuckDB compiles its Unicode regex on
-# every call). Other text goes through the macro. tests/test_keyword_speed.py checks the
+# every call). Other text goes through the macro. tests/store/test_keyword_postings.py checks the
 # two agree.
 ASCII_IGNORE = re.compile(r"(\\.|[^a-z0-9])+")
 # Stems remembered per word (the stemmer is a pure function), up to this many words.

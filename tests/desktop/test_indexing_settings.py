@@ -1,0 +1,100 @@
+"""Settings > Indexing in the desktop app: the choice is saved, restored and applied to
+the running library at once, and the progress card says why indexing waits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from core.records import IndexProgress
+from desktop.main_window import MainWindow
+from tests.desktop import test_window as base
+from tests.fake_ollama import unused_port
+from tests.indexing.test_throttle import (  # noqa: F401 - burners is a fixture
+    TEST_IDLE_THRESHOLD,
+    _folder,
+    _wait_busy,
+    burners,
+    carries_on,
+)
+
+pytestmark = pytest.mark.slow
+
+open_window = base.open_window
+
+
+def _choose(dialog: Any, when: str, share: int | None = None) -> None:
+    dialog.index_when.setCurrentIndex(dialog.index_when.findData(when))
+    if share is not None:
+        dialog.cpu_share.setValue(share)
+
+
+def test_the_indexing_choice_is_saved_restored_and_applied_at_once(
+    qtbot: Any, open_window: Callable[..., MainWindow]
+) -> None:
+    window = open_window(url=f"http://127.0.0.1:{unused_port()}")
+    backend = window.backend
+    dialog = window.open_settings()
+    assert dialog.index_when.currentData() == "always"
+    assert not dialog.cpu_share.isEnabled()
+    _choose(dialog, "share", 25)
+    assert dialog.cpu_share.isEnabled()
+    assert "all" in dialog.index_note.text() and "cores" in dialog.index_note.text()
+    dialog.accept()
+    qtbot.waitUntil(lambda: window.settings_dialog is None, timeout=5_000)
+
+    assert (backend.settings.index_when, backend.settings.index_cpu_share) == ("share", 25)
+    saved = json.loads(backend.settings.settings_path.read_text())
+    assert (saved["index_when"], saved["index_cpu_share"]) == ("share", 25)
+    assert backend.library is not None
+    throttle = backend.library.indexer.throttle
+    assert (throttle.mode, throttle.cpu_share) == ("share", 25)
+    # The progress card says why indexing goes slower.
+    window.library.set_progress(IndexProgress(files_total=9, files_done=2, chunks_done=0))
+    assert "at most 25 % of the CPU" in window.library.progress_detail.text()
+
+    dialog = window.open_settings()
+    assert dialog.index_when.currentData() == "share"
+    assert dialog.cpu_share.value() == 25
+    _choose(dialog, "idle")
+    assert "other programs" in dialog.index_note.text()
+    dialog.accept()
+    qtbot.waitUntil(lambda: window.settings_dialog is None, timeout=5_000)
+    assert throttle.mode == "idle"
+
+    dialog = window.open_settings()
+    assert dialog.index_when.currentData() == "idle"
+    dialog.reject()
+
+
+def test_the_progress_card_says_indexing_waits_for_the_computer(
+    qtbot: Any,
+    open_window: Callable[..., MainWindow],
+    tmp_path: Path,
+    burners: Callable[[], None],  # noqa: F811
+) -> None:
+    window = open_window(url=f"http://127.0.0.1:{unused_port()}")
+    backend, panel = window.backend, window.library
+    backend.apply_settings(backend.settings.with_changes(index_when="idle"))
+    assert backend.library is not None
+    throttle = backend.library.indexer.throttle
+    throttle.idle_threshold = TEST_IDLE_THRESHOLD
+    throttle.idle_window_s = 0.5
+    throttle.idle_recheck_s = 0.5
+    _wait_busy(throttle)
+    folder = _folder(tmp_path)
+    backend.add_folders([str(folder)])
+    qtbot.waitUntil(lambda: panel.progress_title.text().startswith("Waiting"), timeout=60_000)
+    assert panel.progress_detail.text() == (
+        "Waiting · the computer is busy; indexing resumes when it is idle"
+    )
+    assert panel.progress_card.isVisible()
+    burners()
+    carries_on(throttle, lambda: (qtbot.wait(50), not backend.indexing)[1])
+    assert not panel.progress_detail.text().startswith("Waiting")
