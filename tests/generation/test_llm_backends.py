@@ -264,3 +264,60 @@ def test_a_server_that_fails_falls_back_with_the_same_words() -> None:
         "Ollama is not running at http://127.0.0.1:9. These are sentences extracted from "
         "your documents instead of a written answer. Start it."
     )
+
+
+def test_a_new_kind_of_server_is_one_module_and_one_row(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What adding a kind of model server takes: its Backend and client (here LM Studio as
+    a kind of its own, its own default port and words) and a row in the table. Nothing
+    else changes, and the settings, the client, the errors and the fallback follow."""
+    from types import MappingProxyType
+
+    from core.generation.llm import backends as table
+    from core.generation.llm.base import ServerSettings
+    from core.generation.llm.openai import OpenAIBackend, OpenAICompatClient
+    from core.generation.llm.urls import check_server_url
+
+    class LMStudioBackend(OpenAIBackend):
+        key = "lmstudio"
+        display_name = "LM Studio"
+        server_name = "LM Studio"
+        short_name = "LM Studio"
+        start_hint = "Open LM Studio and start its server (the Developer tab), then try again."
+
+        def resolve_url(self, settings: ServerSettings) -> str:
+            if settings.llm_url.strip():
+                return check_server_url(settings.llm_url, "llm_url in settings.json")
+            return "http://127.0.0.1:1234/v1"
+
+        def build_client(self, settings: ServerSettings, **timeouts: float) -> OpenAICompatClient:
+            return LMStudioClient(self.resolve_url(settings), settings.llm_api_key, **timeouts)
+
+        def not_running(self, url: str) -> str:
+            return f"LM Studio's server is not running at {url}"
+
+    lmstudio = LMStudioBackend()
+
+    class LMStudioClient(OpenAICompatClient):
+        backend = lmstudio
+        kind = lmstudio.key
+
+    rows = MappingProxyType({**table.BACKENDS, lmstudio.key: lmstudio})  # the one row
+    monkeypatch.setattr(table, "BACKENDS", rows)
+    monkeypatch.setattr(table, "BACKEND_KEYS", tuple(rows))
+
+    (home / "settings.json").write_text(json.dumps({"llm_kind": "lmstudio"}), encoding="utf-8")
+    settings = load_settings(home)
+    assert settings.llm_kind == "lmstudio"
+    assert settings.resolved_llm_url == "http://127.0.0.1:1234/v1"
+    client = make_client(replace(settings, llm_url="http://127.0.0.1:9/v1"))
+    try:
+        assert isinstance(client, LMStudioClient) and client.kind == "lmstudio"
+    finally:
+        client.close()
+    down = ErrorMapper(lmstudio, "http://127.0.0.1:9/v1").unavailable()
+    assert down.message == "LM Studio's server is not running at http://127.0.0.1:9/v1."
+    assert down.hint == lmstudio.start_hint
+    warning = fallback_warning(down)
+    assert warning.kind == WarningKind.LLM_UNAVAILABLE and "LM Studio's server" in warning.message
