@@ -130,9 +130,39 @@ def section(entry: dict[str, Any]) -> str:
         lines.append(f"- CPU cores: {entry['cores']}")
     if entry.get("recorded_from"):
         lines.append(f"- Recorded from: {entry['recorded_from']}")
+    result = entry["result"]
+    # A list of runs (one flat record each) reads as a table of its own, a row per run;
+    # flattened into the figure table, runs of the same label would read as one.
+    listed = (
+        {key: value for key, value in result.items() if is_run_list(value)}
+        if isinstance(result, dict)
+        else {}
+    )
+    figures = (
+        {key: value for key, value in result.items() if key not in listed}
+        if isinstance(result, dict)
+        else result
+    )
     lines += ["", "| figure | value |", "|---|---|"]
-    lines += [f"| {key} | {value} |" for key, value in rows(entry["result"])]
+    lines += [f"| {key} | {value} |" for key, value in rows(figures)]
+    for key, runs in listed.items():
+        columns = list(dict.fromkeys(column for run in runs for column in run))
+        lines += ["", f"**{key}**", "", "| " + " | ".join(columns) + " |"]
+        lines.append("|" + "---|" * len(columns))
+        lines += ["| " + " | ".join(cell(run.get(c)) for c in columns) + " |" for run in runs]
     return "\n".join(lines) + "\n"
+
+
+def is_run_list(value: Any) -> bool:
+    """A non-empty list of records whose every value is a plain figure."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(item, dict) and all(not isinstance(v, (dict, list)) for v in item.values())
+            for item in value
+        )
+    )
 
 
 def load_results(results: Path = RESULTS) -> list[dict[str, Any]]:
