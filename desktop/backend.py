@@ -339,7 +339,7 @@ class Backend(QObject):
             return
         self.library = library
         # Read-only `lectern` commands, which cannot open the library now, ask here
-        # (core/ipc.py; separate from desktop/single_instance.py's Qt socket). Started on
+        # (core/ipc/; separate from desktop/single_instance.py's Qt socket). Started on
         # this thread: its threads keep this priority, not the engine's.
         from core.ipc import serve
 

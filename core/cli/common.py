@@ -311,7 +311,7 @@ ANSWERED_REMOTELY = "(answered by the running Lectern)"
 
 def running_library(busy: IndexBusyError, home: Path) -> RemoteLibrary:
     """The Lectern process that holds the library, for a command that only reads;
-    ``busy`` again when none answers (it stopped, or predates answering: core/ipc.py)."""
+    ``busy`` again when none answers (it stopped, or predates answering: core/ipc/)."""
     from core.ipc import connect
 
     remote = connect(home)

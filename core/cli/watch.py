@@ -173,7 +173,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGTERM, interrupt)  # a service stop ends cleanly too
     # `lectern search`, `status` and `ask` cannot open the library while this process
-    # holds it; they ask this process instead (core/ipc.py).
+    # holds it; they ask this process instead (core/ipc/).
     server = serve(library)
     watcher = FolderWatcher(
         library,

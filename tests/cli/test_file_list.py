@@ -199,7 +199,7 @@ def test_lectern_files_lists_failed_first_and_filters(
 def test_the_list_comes_over_the_socket_while_another_process_holds_the_library(
     mixed_library: tuple[Library, Path], lectern_home: Path
 ) -> None:
-    """What `lectern files` gets from the running app (core/ipc.py), when it cannot open
+    """What `lectern files` gets from the running app (core/ipc/), when it cannot open
     the library itself."""
     from core import ipc
 

@@ -1,4 +1,4 @@
-"""Read-only commands beside a writer (core/ipc.py): while ``lectern watch`` or
+"""Read-only commands beside a writer (core/ipc/): while ``lectern watch`` or
 ``lectern index`` holds the library, ``lectern search``, ``status`` and ``ask`` run in
 other processes and are answered by the writer over its local socket, printing what
 they would print on their own.
