@@ -404,7 +404,7 @@ class Backend(QObject):
             # itself when it starts).
             known = self.snapshot.folders if self.snapshot else ()
             if known:
-                self._enqueue(IndexJob(paths=None))
+                self.work.enqueue(IndexJob(paths=None))
 
     def _start_failed(self, exc: BaseException) -> None:
         if self._closing or self.phase == "failed":
@@ -496,31 +496,31 @@ class Backend(QObject):
             self._pending_paths.extend(p for p in accepted if p not in self._pending_paths)
             self.notice.emit("info", "Your folders will be indexed as soon as Lectern is ready.")
             return accepted
-        self._resume_cancelled()  # adding a folder is a request to index now
-        self._enqueue(IndexJob(paths=accepted))
+        self.work.resume_cancelled()  # adding a folder is a request to index now
+        self.work.enqueue(IndexJob(paths=accepted))
         return accepted
 
     def rescan(self) -> None:
         if not self.is_ready:
             return
         if self.cancelled:
-            self._resume_cancelled()  # the full pass it starts is the rescan
+            self.work.resume_cancelled()  # the full pass it starts is the rescan
         elif self.watcher is not None:
             self.watcher.request_reconcile()
         else:
-            self._enqueue(IndexJob(paths=None))
+            self.work.enqueue(IndexJob(paths=None))
 
     def retry(self, paths: Sequence[str]) -> None:
         if self.is_ready and paths:
-            self._resume_cancelled()
-            self._enqueue(IndexJob(paths=None, files=list(paths), retry=True))
+            self.work.resume_cancelled()
+            self.work.enqueue(IndexJob(paths=None, files=list(paths), retry=True))
 
     def sync_files(self, paths: Sequence[str]) -> None:
         """Re-check changed files (used by the folder watcher)."""
         if self.cancelled:
             return  # the full pass that resuming starts finds these changes
         if self.is_ready and paths:
-            self._enqueue(IndexJob(paths=None, files=list(paths)))
+            self.work.enqueue(IndexJob(paths=None, files=list(paths)))
 
     def remove_folder(self, path: str) -> None:
         if not self.is_ready:
@@ -528,7 +528,7 @@ class Backend(QObject):
         library = self.library
         assert library is not None
         # A running job may be writing this folder's files: stop it, then remove.
-        self._stop_current_job()
+        self.work.stop_current_job()
 
         running = self.current_job.task if self.current_job is not None else None
 
@@ -548,9 +548,6 @@ class Backend(QObject):
         self.background.submit(
             remove, name="remove folder", on_result=done, on_error=self._report_error
         )
-
-    def _enqueue(self, job: IndexJob) -> None:
-        self.work.enqueue(job)
 
     def _start_job(self, job: IndexJob) -> None:
         library = self.library
@@ -605,7 +602,7 @@ class Backend(QObject):
             return
         self._disk_timer.stop()
         self.notice.emit("info", "There is room on the disk again; indexing carries on.")
-        self._enqueue(IndexJob(paths=None))
+        self.work.enqueue(IndexJob(paths=None))
 
     def pause_indexing(self) -> None:
         """Pause the running job and the watcher (files finished so far stay searchable)."""
@@ -621,12 +618,6 @@ class Backend(QObject):
         self.work.cancel()
         if self.work.current_job is None:
             self._refresh_timer.stop()
-
-    def _stop_current_job(self) -> None:
-        self.work.stop_current_job()
-
-    def _resume_cancelled(self) -> bool:
-        return self.work.resume_cancelled()
 
     # What the window shows of the index work (read by the library panel and the tests).
 
@@ -1135,7 +1126,7 @@ class Backend(QObject):
         self._switch_timer.stop()
         self._llm_timer.stop()
         self.work.drop_queued()
-        self._stop_current_job()
+        self.work.stop_current_job()
         for pool in (self.engine, self.background, self.probes):
             pool.cancel_all()
         server, self._ipc = self._ipc, None

@@ -194,10 +194,6 @@ def _warning(kind: WarningKind, message: str) -> WarningEvent:
     return WarningEvent(message=message, kind=kind)
 
 
-# The name the tests and older callers know.
-_fallback_warning = fallback_warning
-
-
 def _from_answer_warnings(items: Sequence[AnswerWarning]) -> list[WarningEvent]:
     return [WarningEvent(message=w.message, kind=w.kind) for w in items]
 

@@ -585,11 +585,11 @@ def test_at_1024x700_the_badge_keeps_its_words_and_the_hint_is_whole(
 
 def test_the_no_model_note_is_a_line_or_two_not_half_the_card(qtbot: Any, theme: Theme) -> None:
     from core.errors import LLMUnavailableError
-    from core.generation.qa import _fallback_warning
+    from core.generation.session import fallback_warning
     from desktop.viewmodels import SourceView, TurnView
 
     # The real warning of an answer asked with no server running.
-    event = _fallback_warning(
+    event = fallback_warning(
         LLMUnavailableError("Could not reach Ollama at http://127.0.0.1:11434 (refused).")
     )
     sources = [
