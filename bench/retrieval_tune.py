@@ -17,11 +17,13 @@ and reports it on every other cache with the single modes and RRF measured in th
   .venv/bin/python bench/retrieval_tune.py rerank --train /tmp/scifact-train.pkl \
       --check /tmp/scifact-test.pkl --check /tmp/squad-test.pkl
 
-``joint`` chooses the default model's fusion constants and the second stage's weight
-together over several training caches (the worst gap to the best single mode first):
+``joint`` chooses a model's fusion constants, its library tilt and the second stage's
+weight together over several training caches of that model (the worst gap to the best
+single mode first), replaying the library calibration question by question as `lectern
+eval` asks them; the English set is bench/retrieval_sets/en.json:
 
   .venv/bin/python bench/retrieval_tune.py joint --train /tmp/scifact-train.pkl \
-      --train /tmp/de.pkl --train /tmp/it.pkl --check /tmp/fr.pkl
+      --train /tmp/en.pkl --train /tmp/de.pkl --train /tmp/it.pkl --check /tmp/fr.pkl
 
 ``rerank`` chooses the second stage's constants (core/retrieval/second_stage.py) on the training cache the
 same way. It needs each passage's token states, which the model makes at query time in
@@ -48,11 +50,25 @@ sys.path.insert(0, str(ROOT))
 
 from bench.record import emit  # noqa: E402
 from core.config import load_settings  # noqa: E402
-from core.embedding.models import DEFAULT_MODEL_ID, embed_queries, reads_script_of  # noqa: E402
+from core.embedding.models import (  # noqa: E402
+    DEFAULT_MODEL_ID,
+    embed_queries,
+    load_embedder,
+    reads_script_of,
+)
 from core.evaluation.beir import load_beir, materialize, ndcg_at  # noqa: E402
 from core.library import Library  # noqa: E402
 from core.records import SearchFilters  # noqa: E402
-from core.retrieval.fusion import FusionParams, best_per_document, fuse, rrf_fuse  # noqa: E402
+from core.retrieval.fusion import (  # noqa: E402
+    FUSIONS,
+    FusionContext,
+    FusionParams,
+    LibraryCalibration,
+    best_per_document,
+    fuse,
+    fusion_params,
+    rrf_fuse,
+)
 from core.retrieval.second_stage import RerankParams, maxsim, passage_order, rerank  # noqa: E402
 from core.store.lookup import (  # noqa: E402
     chunk_embeddings,
@@ -367,8 +383,9 @@ def rerank_tune(args: argparse.Namespace) -> dict[str, object]:
 
 
 JOINT_GRID = {
-    "bm25_prior": (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6),
-    "confidence_power": (0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
+    "bm25_prior": (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6),
+    "confidence_power": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
+    "library_tilt": (0.0, 1.0, 2.0, 3.0),
     "weight": (0.0, 0.5, 0.75, 1.0, 1.5),
 }
 
@@ -383,9 +400,12 @@ def _joint_set(path: str) -> dict:
         for qid, lists in chunk_lists(cache, 100).items()
     }
     needed = {chunks[0] for by_doc in chunks_of.values() for chunks in by_doc.values()}
-    states = _token_states(path, cache, needed)
-    late = {}
-    for qid, by_doc in chunks_of.items():
+    model = cache.get("model", DEFAULT_MODEL_ID)  # caches dumped before it was recorded
+    late: dict = {}
+    if not hasattr(load_embedder(model), "token_vectors"):
+        needed = set()  # no word-piece states: no second stage (e5)
+    states = _token_states(path, cache, needed) if needed else {"queries": {}}
+    for qid, by_doc in chunks_of.items() if needed else ():
         query = states["queries"][qid].astype("float32")
         late[qid] = {
             chunks[0]: maxsim(query, states["chunks"][chunks[0]].astype("float32"))
@@ -394,7 +414,6 @@ def _joint_set(path: str) -> dict:
         }
     lists = doc_lists(cache, 100)
     singles = run_modes(cache, FusionParams())
-    model = cache.get("model", DEFAULT_MODEL_ID)  # caches dumped before it was recorded
     return {
         "cache": cache,
         "lists": lists,
@@ -412,9 +431,13 @@ def _joint_set(path: str) -> dict:
 
 
 def _joint_ndcg(prepared: dict, fusion: FusionParams, weight: float) -> float:
+    """nDCG@10 of the production hybrid: the adaptive fusion, learning the library's record
+    (core/retrieval/fusion.py LibraryCalibration) from a new one, question by question in
+    the set's order as `lectern eval` asks them, then the second stage."""
     lists, keyword_alone = prepared["lists"], prepared["keyword_alone"]
+    context = FusionContext(fusion, 60, lambda docs: frozenset(), LibraryCalibration())
     short = {
-        q: (fuse(bm25, dense, fusion), prepared["chunks_of"][q])
+        q: (FUSIONS["adaptive"](bm25, dense, context), prepared["chunks_of"][q])
         for q, (bm25, dense) in lists.items()
         if q not in keyword_alone
     }
@@ -425,31 +448,39 @@ def _joint_ndcg(prepared: dict, fusion: FusionParams, weight: float) -> float:
 
 
 def joint(args: argparse.Namespace) -> dict[str, object]:
-    """Fusion constants and the second stage's weight chosen together, over several
-    training caches of the default model, by the rule ``tune`` uses for several: the
+    """Fusion constants, the library tilt and the second stage's weight chosen together,
+    over several training caches of one model, by the rule ``tune`` uses for several: the
     setting whose hybrid is furthest above its best single mode on the worst of them,
-    ties by mean."""
+    ties by mean. A model without word-piece states (e5) has no second stage."""
     trains = [_joint_set(path) for path in args.train]
     checks = [_joint_set(path) for path in args.check or []]
+    model = trains[0]["cache"].get("model", DEFAULT_MODEL_ID)
+    has_second_stage = all(t["late"] for t in trains)
+    weights = JOINT_GRID["weight"] if has_second_stage else (0.0,)
+    grid = [*JOINT_GRID.values()][:-1]
     results = []
-    for prior, power, weight in itertools.product(*JOINT_GRID.values()):
-        fusion = FusionParams(bm25_prior=prior, confidence_power=power)
+    for prior, power, tilt, weight in itertools.product(*grid, weights):
+        fusion = FusionParams(bm25_prior=prior, confidence_power=power, library_tilt=tilt)
         scores = [_joint_ndcg(t, fusion, weight) for t in trains]
         worst = min(x - t["best_single"] for x, t in zip(scores, trains, strict=True))
-        results.append(((round(worst, 6), sum(scores) / len(scores)), prior, power, weight))
+        results.append(((round(worst, 6), sum(scores) / len(scores)), fusion, weight))
     results.sort(key=lambda r: (-r[0][0], -r[0][1]))
-    for (worst, mean), prior, power, weight in results[:10]:
+    for (worst, mean), fusion, weight in results[:10]:
         print(
-            f"worst gap {worst:+.4f} mean {mean:.4f}  prior {prior} power {power} weight {weight}"
+            f"worst gap {worst:+.4f} mean {mean:.4f}  prior {fusion.bm25_prior} "
+            f"power {fusion.confidence_power} tilt {fusion.library_tilt} weight {weight}"
         )
     chosen = results[0][1:]
-    shipped = (FusionParams().bm25_prior, FusionParams().confidence_power, RerankParams().weight)
-    report: dict[str, object] = {"chosen": chosen, "shipped": shipped}
+    shipped = (fusion_params(model), RerankParams().weight if has_second_stage else 0.0)
+    report: dict[str, object] = {
+        "model": model,
+        "chosen": {**chosen[0].__dict__, "weight": chosen[1]},
+        "shipped": {**shipped[0].__dict__, "weight": shipped[1]},
+    }
     for prepared in trains + checks:
         cache = prepared["cache"]
         row = {"best_single": round(prepared["best_single"], 4)}
-        for label, (prior, power, weight) in (("chosen", chosen), ("shipped", shipped)):
-            fusion = FusionParams(bm25_prior=prior, confidence_power=power)
+        for label, (fusion, weight) in (("chosen", chosen), ("shipped", shipped)):
             row[label] = round(_joint_ndcg(prepared, fusion, weight), 4)
         report[f"{cache['dataset']}/{cache['split']}"] = row
     return report

@@ -60,7 +60,7 @@ from core.records import (
     SearchFilters,
     WordBox,
 )
-from core.retrieval.fusion import fusion_params
+from core.retrieval.fusion import LibraryCalibration, SurerList, fusion_params
 from core.retrieval.search import Retriever
 from core.retrieval.second_stage import RerankParams
 from core.store import ocr as ocr_store
@@ -393,8 +393,27 @@ class Library:
                     fusion=self.settings.fusion,
                     params=fusion_params(self.models.current, self.settings.candidates),
                     second_stage=RerankParams() if self.settings.rerank else None,
+                    calibration=self._fusion_calibration(self.models.current),
                 )
             return self._retriever
+
+    def _fusion_calibration(self, model_id: str) -> LibraryCalibration:
+        """The library's record of which list was surer (core/retrieval/fusion.py), per
+        model, since it is the model's meaning list that it weighs."""
+        key = f"fusion_record|{model_id}"
+        record = SurerList.from_text(self.db.get_meta(key))
+
+        def save(record: SurerList) -> None:
+            if self.db.read_only:
+                return
+            try:
+                self.db.set_meta(key, record.to_text())
+            except duckdb.Error as exc:
+                # Derived and small: an update lost to a full disk or a busy write costs a
+                # few questions of learning, never the search that made it.
+                logging.getLogger(__name__).warning("fusion record not saved: %s", exc)
+
+        return LibraryCalibration(record, save)
 
     @property
     def index_config(self) -> str:
@@ -484,6 +503,8 @@ class Library:
         with self._lock:
             self.models.current = embedder.model_id
             self._vectors = vectors
+            if self._retriever is not None:
+                self._retriever.calibration.flush()
             self._retriever = None
         self.indexer.index_config = config
 
@@ -868,6 +889,17 @@ class Library:
         self._language_mix = (chunks, mix)
         return mix
 
+    def fusion_record(self) -> dict[str, object]:
+        """What the library's own questions have taught the fusion so far."""
+        retriever = self.retriever
+        record = retriever.calibration.record
+        return {
+            "questions": record.questions,
+            "meaning_surer": record.meaning_surer,
+            "bm25_prior": round(retriever.calibration.prior(retriever.params), 3),
+            "fusion": retriever.fusion,
+        }
+
     def model_advice(self, mix: LanguageMix | None = None) -> ModelAdvice | None:
         """The embedding model this library's languages call for, when it is not the one
         in use (and no switch is under way)."""
@@ -903,6 +935,7 @@ class Library:
             "searchable": {"keyword": by_keyword, "meaning": by_meaning},
             "embedding_model": self.db.get_meta("embedding_model"),
             "languages": mix.to_json(),
+            "fusion": self.fusion_record(),
             "model_advice": advice.to_json() if advice else None,
             "reembedding": switching.to_json() if switching else None,
             "index_config": self.index_config,
@@ -942,6 +975,8 @@ class Library:
         self.models.stop()
         self.keyword.close()
         with self._lock:
+            if self._retriever is not None:
+                self._retriever.calibration.flush()
             if self._vectors is not None:
                 try:
                     self._vectors.save_if_dirty()

@@ -209,6 +209,13 @@ def status_lines(status: Mapping[str, Any]) -> list[str]:
 
         mix = LanguageMix(tuple(languages["shares"].items()), int(languages["sampled"]))
         lines.append(f"Languages: {mix.sentence()} (of {mix.sampled:,} passages sampled)")
+    fusion = status.get("fusion") or {}
+    if fusion.get("questions") and fusion.get("fusion") == "adaptive":
+        lines.append(
+            f"Hybrid search: meaning search was the surer list on {fusion['meaning_surer']} "
+            f"of the {fusion['questions']} question{'s' if fusion['questions'] != 1 else ''} "
+            f"asked here; keyword search's weight is {float(fusion['bm25_prior']):.0%}"
+        )
     advice = status.get("model_advice")
     if advice:
         lines.append(str(advice.get("message", "")))

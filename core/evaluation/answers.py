@@ -630,6 +630,9 @@ def evaluate_answers(
         # index still being rebuilt in another format.
         library.wait_for_model_switch()
         library.wait_for_keyword_rebuild()
+        # And, as there, every run starts from a new library's record of which list was
+        # surer (core/retrieval/fusion.py), so that runs can be compared.
+        library.retriever.calibration.reset()
         index_s = time.monotonic() - started
         stats = library.status()
         _say(

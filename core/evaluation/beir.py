@@ -230,6 +230,9 @@ def evaluate(
         beir, library = indexed.beir, indexed.library
         stats = library.status()
         second_stage = describe_second_stage(library.retriever.second_stage)
+        # The fusion learns from a library's questions (core/retrieval/fusion.py); each
+        # run starts from a new library's record, so that runs can be compared.
+        library.retriever.calibration.reset()
         results: dict[str, dict[str, float]] = {}
         for mode in modes:
             run: dict[str, list[str]] = {}
@@ -286,6 +289,7 @@ def configuration(settings: Settings, second_stage: str = "off") -> dict[str, ob
     else:
         config["bm25_prior"] = params.bm25_prior
         config["confidence_power"] = params.confidence_power
+        config["library_tilt"] = params.library_tilt
     config["second_stage"] = second_stage
     return config
 

@@ -28,7 +28,13 @@ from core.embedding.models import Embedder, embed_queries, reads_script_of
 from core.embedding.probe import probe_tokens_per_s
 from core.errors import LecternError
 from core.records import Hit, SearchFilters
-from core.retrieval.fusion import FUSIONS, FusionContext, FusionParams, best_per_document
+from core.retrieval.fusion import (
+    FUSIONS,
+    FusionContext,
+    FusionParams,
+    LibraryCalibration,
+    best_per_document,
+)
 from core.retrieval.second_stage import RerankParams, maxsim_scorer, passage_order, rerank_counted
 from core.store.db import Database
 from core.store.keyword import KeywordIndex
@@ -204,6 +210,7 @@ class Retriever:
         fusion: str = "adaptive",
         params: FusionParams | None = None,
         second_stage: RerankParams | None = None,
+        calibration: LibraryCalibration | None = None,
     ) -> None:
         if fusion not in FUSIONS:
             raise LecternError(f"Unknown fusion {fusion!r}.", f"Use one of: {', '.join(FUSIONS)}.")
@@ -226,6 +233,8 @@ class Retriever:
         self.rrf_k = rrf_k
         self.fusion = fusion
         self.params = params or FusionParams(depth=candidates)
+        # The library's record of which list was surer, which tilts the fusion's prior.
+        self.calibration = calibration or LibraryCalibration()
         self._second_stage = second_stage
         self._token_cache = TokenStateCache()
         self._pace: SecondStagePace | None = None
@@ -377,7 +386,10 @@ class Retriever:
         if mode == "dense":
             return dense
         context = FusionContext(
-            self.params, self.rrf_k, lambda docs: unembedded_documents(self.db, docs)
+            self.params,
+            self.rrf_k,
+            lambda docs: unembedded_documents(self.db, docs),
+            self.calibration,
         )
         return FUSIONS[self.fusion](bm25, dense, context)
 
