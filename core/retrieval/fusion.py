@@ -120,15 +120,6 @@ def _normalised(
     return z, floor, max(0.0, max(z.values()))
 
 
-def list_confidences(bm25_docs: Ranked, dense_docs: Ranked, depth: int) -> tuple[float, float]:
-    """How far each list's best document stands above its own list (BM25, dense), as
-    ``fuse`` weighs them."""
-    return (
-        _normalised(bm25_docs, depth, zero_below=True)[2],
-        _normalised(dense_docs, depth)[2],
-    )
-
-
 @dataclass(frozen=True)
 class SurerList:
     """A library's record: of its hybrid questions, on how many the meaning list was the
@@ -218,8 +209,9 @@ class LibraryCalibration:
     def reset(self) -> None:
         """Back to a new library's record (evaluations start from it, to be repeatable)."""
         with self._lock:
-            self._record, self._unsaved = SurerList(), 1
-        self.flush()
+            self._record, self._unsaved = SurerList(), 0
+        if self._save is not None:
+            self._save(SurerList())
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -234,13 +226,20 @@ class LibraryCalibration:
                 self._paused -= 1
 
 
-def bm25_share(bm25_confidence: float, dense_confidence: float, params: FusionParams) -> float:
-    """The weight of BM25 for this query (dense gets the rest)."""
+def bm25_share(
+    bm25_confidence: float,
+    dense_confidence: float,
+    params: FusionParams,
+    prior: float | None = None,
+) -> float:
+    """The weight of BM25 for this query (dense gets the rest); ``prior`` instead of
+    ``params.bm25_prior`` (the library's calibrated one)."""
+    prior = params.bm25_prior if prior is None else prior
     p = params.confidence_power
-    wb = params.bm25_prior * (bm25_confidence**p if p else 1.0)
-    wd = (1.0 - params.bm25_prior) * (dense_confidence**p if p else 1.0)
+    wb = prior * (bm25_confidence**p if p else 1.0)
+    wd = (1.0 - prior) * (dense_confidence**p if p else 1.0)
     if wb + wd <= 0.0:
-        return params.bm25_prior
+        return prior
     return wb / (wb + wd)
 
 
@@ -251,10 +250,12 @@ def fuse(
     keyword_only: AbstractSet[int] = frozenset(),
     *,
     prior: float | None = None,
+    observe: Callable[[float, float], None] | None = None,
 ) -> list[tuple[int, float]]:
     """Fused (document, score), best first. Either list may be empty (then the other
     one's order is kept). ``prior``: the library's calibrated BM25 prior, instead of
-    ``params.bm25_prior``.
+    ``params.bm25_prior``; ``observe`` is told both lists' confidences (BM25, dense) when
+    both found something.
 
     ``keyword_only`` are documents meaning search cannot find yet (indexing writes
     passages first and embeds them behind): they are ranked by their BM25 score alone
@@ -266,7 +267,9 @@ def fuse(
         return [(d, zd[d]) for d, _ in dense_docs[: params.depth]]
     if not zd:
         return [(d, zb[d]) for d, _ in bm25_docs[: params.depth]]
-    share = bm25_share(cb, cd, params if prior is None else replace(params, bm25_prior=prior))
+    if observe is not None:
+        observe(cb, cd)
+    share = bm25_share(cb, cd, params, prior)
     fused = {
         doc: zb[doc]
         if doc in keyword_only and doc in zb
@@ -307,11 +310,16 @@ def _adaptive(
 ) -> list[tuple[int, float]]:
     params, calibration = context.params, context.calibration
     first = [doc for doc, _ in bm25_docs[: params.depth]]
-    prior = calibration.prior(params) if calibration is not None else None
-    fused = fuse(bm25_docs, dense_docs, params, context.keyword_only(first), prior=prior)
-    if calibration is not None and bm25_docs and dense_docs:
-        calibration.observe(*list_confidences(bm25_docs, dense_docs, params.depth))
-    return fused
+    if calibration is None:
+        return fuse(bm25_docs, dense_docs, params, context.keyword_only(first))
+    return fuse(
+        bm25_docs,
+        dense_docs,
+        params,
+        context.keyword_only(first),
+        prior=calibration.prior(params),
+        observe=calibration.observe,
+    )
 
 
 def _rrf(bm25_docs: Ranked, dense_docs: Ranked, context: FusionContext) -> list[tuple[int, float]]:
