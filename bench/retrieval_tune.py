@@ -24,6 +24,8 @@ eval` asks them; the English set is bench/retrieval_sets/en.json:
 
   .venv/bin/python bench/retrieval_tune.py joint --train /tmp/scifact-train.pkl \
       --train /tmp/en.pkl --train /tmp/de.pkl --train /tmp/it.pkl --check /tmp/fr.pkl
+  .venv/bin/python bench/retrieval_tune.py joint --train /tmp/sf-train-e5.pkl \
+      --train /tmp/ru-e5.pkl ... --references 0.3,0.4,0.45,0.5 --pseudo-questions 10,5,3,2
 
 ``rerank`` chooses the second stage's constants (core/retrieval/second_stage.py) on the training cache the
 same way. It needs each passage's token states, which the model makes at query time in
@@ -38,6 +40,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import multiprocessing
+import os
 import pickle
 import random
 import sys
@@ -385,7 +389,7 @@ def rerank_tune(args: argparse.Namespace) -> dict[str, object]:
 JOINT_GRID = {
     "bm25_prior": (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6),
     "confidence_power": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
-    "library_tilt": (0.0, 1.0, 2.0, 3.0),
+    "library_tilt": (0.0, 1.0, 2.0, 3.0, 4.0),
     "weight": (0.0, 0.5, 0.75, 1.0, 1.5),
 }
 
@@ -447,33 +451,82 @@ def _joint_ndcg(prepared: dict, fusion: FusionParams, weight: float) -> float:
     return ndcg(prepared["cache"], ranked)
 
 
+# Filled in the parent before the workers fork, so each worker reads the prepared caches
+# without pickling them per setting.
+_JOINT_SETS: list[dict] = []
+
+
+def _joint_scores(setting: tuple[FusionParams, float]) -> list[float]:
+    fusion, weight = setting
+    return [_joint_ndcg(prepared, fusion, weight) for prepared in _JOINT_SETS]
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(","))
+
+
 def joint(args: argparse.Namespace) -> dict[str, object]:
-    """Fusion constants, the library tilt and the second stage's weight chosen together,
-    over several training caches of one model, by the rule ``tune`` uses for several: the
-    setting whose hybrid is furthest above its best single mode on the worst of them,
-    ties by mean. A model without word-piece states (e5) has no second stage."""
+    """Fusion constants, the library calibration and the second stage's weight chosen
+    together, over several training caches of one model, by the rule ``tune`` uses for
+    several: the setting whose hybrid is furthest above its best single mode on the worst
+    of them, ties by mean, then by grid order (the calibration's pseudo questions as given,
+    most first: a record that trusts its start more). A model without word-piece states
+    (e5) has no second stage. The reference share and pseudo questions are the model's
+    shipped ones unless ``--references`` / ``--pseudo-questions`` list others."""
     trains = [_joint_set(path) for path in args.train]
     checks = [_joint_set(path) for path in args.check or []]
     model = trains[0]["cache"].get("model", DEFAULT_MODEL_ID)
+    shipped_fusion = fusion_params(model)
     has_second_stage = all(t["late"] for t in trains)
     weights = JOINT_GRID["weight"] if has_second_stage else (0.0,)
-    grid = [*JOINT_GRID.values()][:-1]
+    references = _floats(args.references) if args.references else (shipped_fusion.tilt_reference,)
+    pseudos = (
+        _floats(args.pseudo_questions)
+        if args.pseudo_questions
+        else (shipped_fusion.tilt_pseudo_questions,)
+    )
+    settings = [
+        (
+            FusionParams(
+                bm25_prior=prior,
+                confidence_power=power,
+                library_tilt=tilt,
+                tilt_reference=reference,
+                tilt_pseudo_questions=pseudo,
+            ),
+            weight,
+        )
+        for prior, power, tilt, reference, pseudo, weight in itertools.product(
+            JOINT_GRID["bm25_prior"],
+            JOINT_GRID["confidence_power"],
+            JOINT_GRID["library_tilt"],
+            references,
+            pseudos,
+            weights,
+        )
+        # Without a tilt the record does nothing: one of those settings is enough.
+        if tilt or (reference == references[0] and pseudo == pseudos[0])
+    ]
+    _JOINT_SETS[:] = trains
+    with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+        all_scores = pool.map(_joint_scores, settings, chunksize=4)
     results = []
-    for prior, power, tilt, weight in itertools.product(*grid, weights):
-        fusion = FusionParams(bm25_prior=prior, confidence_power=power, library_tilt=tilt)
-        scores = [_joint_ndcg(t, fusion, weight) for t in trains]
+    for (fusion, weight), scores in zip(settings, all_scores, strict=True):
         worst = min(x - t["best_single"] for x, t in zip(scores, trains, strict=True))
         results.append(((round(worst, 6), sum(scores) / len(scores)), fusion, weight))
-    results.sort(key=lambda r: (-r[0][0], -r[0][1]))
+    results.sort(key=lambda r: (-r[0][0], -r[0][1]))  # stable: ties keep grid order
     for (worst, mean), fusion, weight in results[:10]:
         print(
             f"worst gap {worst:+.4f} mean {mean:.4f}  prior {fusion.bm25_prior} "
-            f"power {fusion.confidence_power} tilt {fusion.library_tilt} weight {weight}"
+            f"power {fusion.confidence_power} tilt {fusion.library_tilt} "
+            f"reference {fusion.tilt_reference} pseudo {fusion.tilt_pseudo_questions} "
+            f"weight {weight}"
         )
     chosen = results[0][1:]
-    shipped = (fusion_params(model), RerankParams().weight if has_second_stage else 0.0)
+    shipped = (shipped_fusion, RerankParams().weight if has_second_stage else 0.0)
     report: dict[str, object] = {
         "model": model,
+        "settings": len(settings),
         "chosen": {**chosen[0].__dict__, "weight": chosen[1]},
         "shipped": {**shipped[0].__dict__, "weight": shipped[1]},
     }
@@ -505,6 +558,9 @@ def main() -> None:
     j = sub.add_parser("joint")
     j.add_argument("--train", action="append", required=True)
     j.add_argument("--check", action="append")
+    j.add_argument("--references", help="calibration reference shares to try, e.g. 0.3,0.45")
+    j.add_argument("--pseudo-questions", help="a new record's pseudo questions, e.g. 10,5,3,2")
+    j.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
     commands = {
         "dump": dump,

@@ -290,6 +290,8 @@ def configuration(settings: Settings, second_stage: str = "off") -> dict[str, ob
         config["bm25_prior"] = params.bm25_prior
         config["confidence_power"] = params.confidence_power
         config["library_tilt"] = params.library_tilt
+        config["tilt_reference"] = params.tilt_reference
+        config["tilt_pseudo_questions"] = params.tilt_pseudo_questions
     config["second_stage"] = second_stage
     return config
 
