@@ -396,6 +396,10 @@ def test_the_watcher_refuses_an_interval_its_threads_cannot_wait(library: Librar
             FolderWatcher(library, poll_interval_s=bad)
 
 
+# The command waits as the real watch loop does, in bounded waits: a signal that lands
+# after Python's last check but before the sleep's system call starts is only seen when
+# that call returns, so an hour-long sleep turned that race into a hung test (in full
+# runs on a loaded machine, never alone).
 FAILING_THREAD = """
 import sys, threading, time
 import core.cli.watch
@@ -405,7 +409,7 @@ def watch(args):
         raise RuntimeError("the polling thread broke")
     threading.Thread(target=die, name="polling-emitter").start()
     while True:
-        time.sleep(3600)
+        time.sleep(0.5)
 
 core.cli.watch.cmd_watch = watch
 from core.cli.main import main
