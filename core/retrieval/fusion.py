@@ -70,7 +70,7 @@ class FusionParams:
 # Its reference share is higher than the default model's: e5's meaning list is the surer
 # one on 37 % of SciFact's questions (MiniLM's: 26 %) and on 50-80 % of the paraphrase
 # sets', so 0.4 is what tells the two kinds apart; a tilt at 0.3 had cost SciFact train
-# 0.030 (0.703 -> 0.673, under its BM25 0.689). Three pseudo questions let a paraphrase
+# 0.029 (0.703 -> 0.673, under its BM25 0.689). Three pseudo questions let a paraphrase
 # library's first questions lean on meaning sooner.
 MODEL_FUSION: dict[str, FusionParams] = {
     MULTILINGUAL_MODEL_ID: FusionParams(
