@@ -318,16 +318,11 @@ def _adaptive(
     keyword_only = context.keyword_only(first)
     if calibration is None:
         return fuse(bm25_docs, dense_docs, params, keyword_only)
-    return fuse(
-        bm25_docs,
-        dense_docs,
-        params,
-        keyword_only,
-        prior=calibration.prior(params),
-        # While the library is being embedded the meaning list is partial: which list
-        # was surer then says nothing of the library.
-        observe=None if keyword_only else calibration.observe,
-    )
+    # While the library is being embedded the meaning list is partial: which list was
+    # surer then says nothing of the library.
+    observe = None if keyword_only else calibration.observe
+    prior = calibration.prior(params)
+    return fuse(bm25_docs, dense_docs, params, keyword_only, prior=prior, observe=observe)
 
 
 def _rrf(bm25_docs: Ranked, dense_docs: Ranked, context: FusionContext) -> list[tuple[int, float]]:
