@@ -55,6 +55,16 @@ HIT_KEYS = {
 }
 
 
+def signal_dispositions(pid: int) -> str:
+    """Whether a child blocks, ignores or catches signals (Linux's masks), for a child
+    that did not stop on Ctrl-C: one started with Ctrl-C ignored or blocked inherits it."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "signal masks unknown"
+    return ", ".join(line for line in lines if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
+
+
 class Writer:
     """``python -m core <args>`` holding the library, its output in files (no pipe to
     fill up and stall it)."""
@@ -67,7 +77,7 @@ class Writer:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "core", *args],
                 cwd=REPO,
-                env=lectern_env(home),
+                env=lectern_env(home, PYTHONFAULTHANDLER="1"),  # see stop()
                 stdout=out,
                 stderr=err,
             )
@@ -98,9 +108,16 @@ class Writer:
         try:
             return self.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=60)
-            raise
+            state = signal_dispositions(self.proc.pid)
+            self.proc.send_signal(signal.SIGABRT)  # its threads' stacks, to the error file
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=60)
+            raise AssertionError(
+                f"the writer did not stop on Ctrl-C ({state}):\n" + self.err.read_text()[-6000:]
+            ) from None
 
     def kill(self) -> None:
         self.proc.kill()
@@ -251,7 +268,7 @@ def test_ctrl_c_while_waiting_cancels_the_answer_there(watched: Writer, llm: Fak
     asking = subprocess.Popen(
         [sys.executable, "-m", "core", "ask", "How much is the nightly hotel cap?"],
         cwd=REPO,
-        env=lectern_env(watched.home, OLLAMA_HOST=f"127.0.0.1:{llm.port}"),
+        env=lectern_env(watched.home, OLLAMA_HOST=f"127.0.0.1:{llm.port}", PYTHONFAULTHANDLER="1"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -262,7 +279,15 @@ def test_ctrl_c_while_waiting_cancels_the_answer_there(watched: Writer, llm: Fak
             assert asking.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         asking.send_signal(signal.SIGINT)
-        _, err = asking.communicate(timeout=60)
+        try:
+            _, err = asking.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            state = signal_dispositions(asking.pid)
+            asking.send_signal(signal.SIGABRT)  # its threads' stacks, to its error pipe
+            _, err = asking.communicate(timeout=30)
+            raise AssertionError(
+                f"`ask` did not stop on Ctrl-C ({state}):\n{err[-6000:]}"
+            ) from None
         assert asking.returncode == 130 and "Cancelled." in err
         # The writer's answer stops too: it hangs up on the model server mid-stall, long
         # before the stall (60 s) or the first-token timeout would end it.
