@@ -718,3 +718,8 @@ def _base(folder: str) -> str:
 def _and(items: Any) -> str:
     words = list(items)
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+# What the app calls each search mode (the Search tab offers the first two); the library
+# check's table and advice name them the same way.
+MODE_NAMES = {"hybrid": "Words and meaning", "bm25": "Exact words", "dense": "Meaning only"}

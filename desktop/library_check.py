@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from core.records import MODE_NAMES
 from desktop.qt import (
     QDialog,
     QDialogButtonBox,
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from desktop.backend import Backend
     from desktop.workers import TaskContext
 
-MODE_NAMES = {"hybrid": "Keyword and meaning", "bm25": "Keyword only", "dense": "Meaning only"}
-
 
 def run_check(library: Library, fresh: bool, use_model: bool) -> dict[str, Any]:
     """The check, with questions written by the configured model when it answers."""
@@ -42,8 +41,8 @@ def figures_table(report: dict[str, Any]) -> str:
     """The per-mode figures as a small rich-text table."""
     rows = "".join(
         f"<tr><td>{MODE_NAMES.get(mode, mode)}</td>"
-        f"<td align='right'>{figures['recall@10']:.0%}</td>"
-        f"<td align='right'>{figures['hit@1']:.0%}</td></tr>"
+        f"<td align='right'>{figures['recall@10'] * 100:.0f} %</td>"
+        f"<td align='right'>{figures['hit@1'] * 100:.0f} %</td></tr>"
         for mode, figures in report["modes"].items()
     )
     return (

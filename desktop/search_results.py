@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from core.records import SECOND_STAGE_NOTE, second_stage_state
+from core.records import MODE_NAMES, SECOND_STAGE_NOTE, second_stage_state
 from desktop.qt import (
     QFrame,
     QHBoxLayout,
@@ -195,9 +195,9 @@ class SearchView(QFrame):
         segment, self.mode_group, (self.words_button, self.meaning_button) = segmented_control(
             self,
             [
-                ("Exact words", "Only passages that contain the words you typed"),
+                (MODE_NAMES["bm25"], "Only passages that contain the words you typed"),
                 (
-                    "Words and meaning",
+                    MODE_NAMES["hybrid"],
                     "Also passages close in meaning, which may not contain the words",
                 ),
             ],

@@ -39,6 +39,7 @@ from typing import Any
 from core.embedding.languages import ENGLISH
 from core.errors import DatasetError, LecternError
 from core.library import Library
+from core.records import MODE_NAMES
 from core.store.keyword.tokens import LANGUAGE_MARKERS
 from core.text import STOPWORDS, split_sentences
 
@@ -249,9 +250,9 @@ def verdict(report: dict[str, Any]) -> list[str]:
             lines.append(
                 f"Keyword search alone found more of these questions ({modes['bm25'][key]:.0%} "
                 f"against {modes['hybrid'][key]:.0%}), which are your documents' own words: "
-                "when you search with exact phrases from your documents, --mode bm25 ("
-                "Exact words in the app) finds them more often; for questions in your own words "
-                "keep hybrid (Words and meaning)."
+                "when you search with exact phrases from your documents, --mode bm25 "
+                f"({MODE_NAMES['bm25']} in the app) finds them more often; for questions in "
+                f"your own words keep hybrid ({MODE_NAMES['hybrid']})."
             )
         else:
             lines.append(
