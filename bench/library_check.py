@@ -11,7 +11,9 @@ Corpora: squad-small (English), the German and Russian sets written for Lectern
 5,183 abstracts: default model only, as indexing it with the multilingual model takes
 long on 2 cores), and the sample documents (no judgements: the check alone).
 
-Usage: .venv/bin/python bench/library_check.py [--skip-scifact]
+Usage: .venv/bin/python bench/library_check.py [--skip-scifact] [--sets ...] [--llm]
+(``--llm``: the questions written by a real model, bench/llm_server.py, as the app writes
+them when a model runs.)
 The last line printed is one JSON object.
 """
 
@@ -22,7 +24,6 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from bench.retrieval_multilingual import write_beir  # noqa: E402
 from core.config import Settings  # noqa: E402
 from core.embedding.models import DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID  # noqa: E402
 from core.evaluation.beir import evaluate  # noqa: E402
-from core.evaluation.library_check import DEPTH, check_library  # noqa: E402
+from core.evaluation.library_check import DEPTH, check_library, model_writer  # noqa: E402
 from core.library import Library  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -46,14 +47,21 @@ def _order(scores: dict[str, float]) -> list[str]:
     return sorted(scores, key=lambda k: -scores[k])
 
 
-def _check(home: Path, compare: bool) -> dict[str, Any]:
+def _check(home: Path, compare: bool, llm_url: str | None) -> dict[str, Any]:
     """The library check on the library in ``home`` (its kept question set, made on the
-    first model's run, is reused by the second)."""
-    with Library(Settings(home=home)) as library:
-        return check_library(library, compare=compare)
+    first model's run, is reused by the second); ``llm_url``: questions written by the
+    model served there, as the app does when a model runs."""
+    llm = {"llm_kind": "openai", "llm_url": llm_url} if llm_url else {}
+    with Library(Settings(home=home, **llm)) as library:
+        writer = model_writer(library) if llm_url else None
+        if llm_url and writer is None:
+            raise SystemExit(f"the model server at {llm_url} does not answer")
+        return check_library(library, compare=compare, ask_model=writer)
 
 
-def run_set(name: str, beir: Path, scratch: Path, models: tuple[str, ...]) -> dict[str, Any]:
+def run_set(
+    name: str, beir: Path, scratch: Path, models: tuple[str, ...], llm_url: str | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {"qrels": {}, "check": {}, "check_mrr": {}}
     # One scratch library for both models (the second re-embeds it, as a switch does),
     # so the kept question set's files are the same files.
@@ -65,7 +73,7 @@ def run_set(name: str, beir: Path, scratch: Path, models: tuple[str, ...]) -> di
         by_mode = summary["by_mode"]
         assert isinstance(by_mode, dict)
         out["qrels"][model] = {m: by_mode[m]["ndcg@10"] for m in MODES}
-        report = _check(root / "home", compare=len(models) == 1)
+        report = _check(root / "home", compare=len(models) == 1, llm_url=llm_url)
         out["check"][model] = {m: report["modes"][m][RECALL] for m in MODES}
         out["check_mrr"][model] = {m: report["modes"][m][f"mrr@{DEPTH}"] for m in MODES}
         if "models" in report:
@@ -73,6 +81,7 @@ def run_set(name: str, beir: Path, scratch: Path, models: tuple[str, ...]) -> di
                 k: v["hybrid"][RECALL] for k, v in report["models"].items() if isinstance(v, dict)
             }
         out["questions"] = report["questions"]
+        out["recipe"] = report["recipe"]
         out["lines"] = report["lines"]
         print(f"{name} / {model}: {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     # Recall@10 saturates on easy sets; the order is read from MRR@10 beside nDCG@10.
@@ -101,7 +110,24 @@ def main(argv: list[str] | None = None) -> int:
         default="squad-small,de,ru,scifact,sample-docs",
         help="comma-separated, from the default list",
     )
+    parser.add_argument(
+        "--llm",
+        action="store_true",
+        help="questions written by a real model (bench/llm_server.py, SmolLM2-135M by "
+        "default) instead of half-remembered sentences",
+    )
+    parser.add_argument("--llm-model", default="", help="a GGUF file for --llm")
     args = parser.parse_args(argv)
+    if args.llm:
+        from bench.llm_server import LLMServer
+
+        model = Path(args.llm_model) if args.llm_model else None
+        with LLMServer(ctx=4096, model=model) as server:
+            return _run(args, server.url)
+    return _run(args, None)
+
+
+def _run(args: argparse.Namespace, llm_url: str | None) -> int:
     wanted = set(args.sets.split(","))
     if args.skip_scifact:
         wanted.discard("scifact")
@@ -120,13 +146,13 @@ def main(argv: list[str] | None = None) -> int:
             if name not in wanted:
                 continue
             beir = beir or write_beir(name, 300, scratch / "beir")
-            results[name] = run_set(name, beir, scratch, models)
+            results[name] = run_set(name, beir, scratch, models, llm_url)
             print(json.dumps({name: results[name]}), file=sys.stderr, flush=True)
         if "sample-docs" in wanted:
             docs = ROOT / "resources" / "sample-docs"
-            with Library(replace(Settings(home=scratch / "sample"))) as library:
+            with Library(Settings(home=scratch / "sample")) as library:
                 library.index([docs])
-                sample = check_library(library)
+            sample = _check(scratch / "sample", compare=True, llm_url=llm_url)
             results["sample-docs"] = {
                 "questions": sample["questions"],
                 "check": {m: sample["modes"][m][RECALL] for m in MODES},

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from core.embedding.languages import ENGLISH
+from core.embedding.languages import ENGLISH, SCRIPTS, passage_language
 from core.errors import DatasetError, LecternError
 from core.library import Library
 from core.records import MODE_NAMES
@@ -54,6 +54,11 @@ MIN_WORDS, MAX_WORDS = 8, 60  # a sentence worth remembering
 # A person searching types a few words: a third of the sentence's rarer words, 3 to 6.
 MAX_QUERY_WORDS = 6
 _COMMON = STOPWORDS | {w for _, markers in LANGUAGE_MARKERS for w in markers.split()}
+# What a small model writes instead of a question (SmolLM2-135M on the German set: half
+# its replies), which would make the check measure something else:
+QUESTION_MARKS = ("?", "？", "؟", ";", "\u037e")  # Greek asks with a semicolon
+COPIED_RUN = 6  # this many of the passage's words in a row: the passage copied, not asked
+_ENGLISH_MARKERS = frozenset(next(w for name, w in LANGUAGE_MARKERS if not name).split())
 QUESTION_PROMPT = (
     "Write one question that the passage below answers, as a person searching their own "
     "documents would ask it. Reply with the question only, in the passage's language.\n\n"
@@ -89,10 +94,40 @@ def half_remembered(text: str, rng: random.Random) -> str | None:
     return " ".join(words[i] for i in chosen)
 
 
-def _model_question(reply: str) -> str | None:
+def _model_question(reply: str, passage: str) -> str | None:
+    """The question in the model's reply, or None when it is not one a person could have
+    asked of ``passage``."""
     line = next((ln.strip() for ln in reply.splitlines() if ln.strip()), "")
     line = re.sub(r"^(?:question\s*:\s*|\d+[.)]\s*)", "", line, flags=re.I).strip("\"“”' ")
-    return line if 3 <= len(line.split()) <= 40 else None
+    if not 3 <= len(line.split()) <= 40 or not line.endswith(QUESTION_MARKS):
+        return None
+    if "passage" in line.lower() and "passage" not in passage.lower():
+        return None  # the prompt said back ("The passage asks ...")
+    if _copies(line, passage) or not _same_language(line, passage):
+        return None
+    return line
+
+
+def _copies(question: str, passage: str) -> bool:
+    words = re.findall(r"\w+", passage.lower())
+    runs = {tuple(words[i : i + COPIED_RUN]) for i in range(len(words) - COPIED_RUN + 1)}
+    asked = re.findall(r"\w+", question.lower())
+    return any(tuple(asked[i : i + COPIED_RUN]) in runs for i in range(len(asked)))
+
+
+def _same_language(question: str, passage: str) -> bool:
+    """False only when sure: another script, or an English question (two or more of
+    English's commonest words) about a passage in another Latin-script language; a short
+    question's own guess defaults to English, so it alone proves nothing."""
+    wanted = passage_language(passage)
+    if wanted is None or wanted == ENGLISH:
+        return True
+    asked = passage_language(question)
+    scripts = set(SCRIPTS.values()) | {"another script"}
+    if wanted in scripts or asked in scripts:
+        return asked is None or asked == wanted
+    english = sum(w.strip(".,;:!?()\"'") in _ENGLISH_MARKERS for w in question.lower().split())
+    return english < 2
 
 
 def make_questions(
@@ -116,7 +151,9 @@ def make_questions(
         query, recipe = None, "sentence"
         if ask_model is not None:
             try:
-                query = _model_question(ask_model(QUESTION_PROMPT.format(passage=text[:2000])))
+                query = _model_question(
+                    ask_model(QUESTION_PROMPT.format(passage=text[:2000])), text
+                )
                 recipe = "model"
             except LecternError:
                 query = None
@@ -227,15 +264,16 @@ def verdict(report: dict[str, Any]) -> list[str]:
     key = f"recall@{DEPTH}"
     modes = report["modes"]
     count = report["questions"]
-    how = (
-        "written by the language model"
-        if report["recipe"] == "model"
-        else "made from half-remembered sentences"
-    )
+    how = {
+        "model": "written by the language model from your documents",
+        "sentence": "made from half-remembered sentences from your documents",
+        # Replies that were not questions were replaced by sentences (_model_question).
+        "mixed": f"made from your documents, {report.get('written_by_model', 0)} of them "
+        "written by the language model and the rest half-remembered sentences",
+    }[report["recipe"]]
     lines = [
         f"Lectern found the passage a test question came from among the first {DEPTH} "
-        f"results for {modes['hybrid'][key]:.0%} of {count} questions {how} from your "
-        f"documents (keyword alone {modes['bm25'][key]:.0%}, meaning alone "
+        f"results for {modes['hybrid'][key]:.0%} of {count} questions {how} (keyword alone {modes['bm25'][key]:.0%}, meaning alone "
         f"{modes['dense'][key]:.0%}), and as the very first result for "
         f"{modes['hybrid']['hit@1']:.0%}."
     ]
@@ -337,11 +375,13 @@ def check_library(
             )
         save_questions(kept, questions)
     started = time.monotonic()
+    written = sum(q.recipe == "model" for q in questions)
     mix = library.language_mix()
     current = library.db.get_meta("embedding_model") or DEFAULT_MODEL_ID
     report: dict[str, Any] = {
         "questions": len(questions),
-        "recipe": "model" if any(q.recipe == "model" for q in questions) else "sentence",
+        "recipe": "model" if written == len(questions) else "mixed" if written else "sentence",
+        "written_by_model": written,
         "set": os.fspath(kept),
         "reused": reused,
         "embedding_model": current,

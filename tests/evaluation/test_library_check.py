@@ -17,6 +17,7 @@ from core.evaluation.library_check import (
     check_library,
     half_remembered,
     load_questions,
+    model_writer,
     verdict,
 )
 from core.library import Library
@@ -30,6 +31,14 @@ MORE_ENGLISH = [
     "fire brigade asked for the escape route to stay clear at all times.",
     "Rubbish is collected on Wednesday mornings; the green bins for garden waste are "
     "emptied every second Friday from April until the end of November.",
+]
+
+
+MORE_GERMAN = [
+    "Die Waschküche im Untergeschoss darf werktags von 7 bis 20 Uhr benutzt werden; am "
+    "Sonntag bleibt sie geschlossen, damit die Nachbarn im Erdgeschoss Ruhe haben.",
+    "Die Briefkästen im Eingang werden vom Hausmeister nicht geleert; wer länger verreist, "
+    "bittet einen Nachbarn darum oder lässt die Post bei der Filiale lagern.",
 ]
 
 
@@ -131,7 +140,7 @@ def test_questions_in_the_documents_own_words_do_not_talk_the_person_out_of_hybr
     # sentences found 100 % by keyword, 88 % by hybrid; the set's real questions, which
     # paraphrase, 0.53 by keyword against 0.95 by hybrid. "Search with --mode bm25" was
     # the wrong advice for anything but the documents' own words.
-    lines = verdict(_report("sentences", 0.875, 1.0, 0.825))
+    lines = verdict(_report("sentence", 0.875, 1.0, 0.825))
     said = " ".join(lines)
     assert "--mode bm25" in said and "own words" in said
     assert "keep hybrid" in said or "keeps hybrid" in said
@@ -141,7 +150,42 @@ def test_questions_in_the_documents_own_words_do_not_talk_the_person_out_of_hybr
     assert any("keyword search alone finds more" in line for line in lines)
     assert not any("own words" in line for line in lines)
     # No advice when hybrid is within reach of the best mode.
-    assert len(verdict(_report("sentences", 0.97, 1.0, 0.8))) == 1
+    assert len(verdict(_report("sentence", 0.97, 1.0, 0.8))) == 1
+
+
+def test_what_a_small_model_writes_instead_of_a_question_is_not_taken_as_one(
+    tmp_path: Path, lectern_home: Path, embedder, fake_ollama: FakeOllama
+) -> None:
+    # What SmolLM2-135M wrote for the German set's passages (bench/library_check.py --llm):
+    # the passage copied, a question in English, the prompt said back. Taken as questions,
+    # they made the check rank the default model's meaning search above the multilingual
+    # one's on German (real judgements: 0.66 against 0.95).
+    docs = _folder(tmp_path / "docs", GERMAN + MORE_GERMAN, "de")
+    good = "Wann wird die Heizung im Keller gewartet?"
+
+    def answer(messages: Messages) -> str:
+        passage = messages[-1]["content"]
+        if "Heizungsanlage" in passage:
+            return good
+        if "Gemeinschaftsgartens" in passage:  # the passage, copied
+            return " ".join(GERMAN[1].split()[:12])
+        if "Waschküche" in passage:  # a question, but in English
+            return "When may tenants use the laundry room in the basement?"
+        if "Briefkästen" in passage:  # the prompt said back
+            return "Die Passage fragt, wer die Briefkästen leert?"
+        return "Ist das eine Frage"  # no question mark: not one
+
+    fake_ollama.answer = answer
+    settings = Settings(home=lectern_home, llm_url=fake_ollama.url)
+    with Library(settings, embedder=embedder) as library:
+        library.index([docs])
+        report = check_library(library, ask_model=model_writer(library), compare=False)
+    questions = load_questions(Path(report["set"]))
+    written = [q.query for q in questions if q.recipe == "model"]
+    assert written and set(written) == {good}
+    assert len(written) < len(questions)  # the others are half-remembered sentences
+    assert report["recipe"] == "mixed"
+    assert f"{len(written)} of them written by the language model" in report["lines"][0]
 
 
 def test_the_command_writes_questions_with_the_model_when_it_runs(
