@@ -273,7 +273,8 @@ def verdict(report: dict[str, Any]) -> list[str]:
     }[report["recipe"]]
     lines = [
         f"Lectern found the passage a test question came from among the first {DEPTH} "
-        f"results for {modes['hybrid'][key]:.0%} of {count} questions {how} (keyword alone {modes['bm25'][key]:.0%}, meaning alone "
+        f"results for {modes['hybrid'][key]:.0%} of {count} questions {how} "
+        f"(keyword alone {modes['bm25'][key]:.0%}, meaning alone "
         f"{modes['dense'][key]:.0%}), and as the very first result for "
         f"{modes['hybrid']['hit@1']:.0%}."
     ]
@@ -293,9 +294,14 @@ def verdict(report: dict[str, Any]) -> list[str]:
                 f"your own words keep hybrid ({MODE_NAMES['hybrid']})."
             )
         else:
+            # The app's Search tab has no meaning-only choice (its answers and its "Words
+            # and meaning" always add the keyword list).
+            where = (
+                f" ({MODE_NAMES[best]} in the app)" if best == "bm25" else " on the command line"
+            )
             lines.append(
-                f"In this library {name} search alone finds more; search with --mode {best} "
-                "(or pick it in the app) for questions like these."
+                f"In this library {name} search alone finds more; search with --mode {best}"
+                f"{where} for questions like these."
             )
     if all(figures[key] == 1.0 for figures in modes.values()):
         lines.append(

@@ -149,6 +149,9 @@ def test_questions_in_the_documents_own_words_do_not_talk_the_person_out_of_hybr
     lines = verdict(_report("model", 0.6, 0.8, 0.5))
     assert any("keyword search alone finds more" in line for line in lines)
     assert not any("own words" in line for line in lines)
+    # The Search tab offers no meaning-only choice: that advice is for the command line.
+    lines = verdict(_report("model", 0.6, 0.5, 0.8))
+    assert "--mode dense on the command line" in lines[1] and "app" not in lines[1]
     # No advice when hybrid is within reach of the best mode.
     assert len(verdict(_report("sentence", 0.97, 1.0, 0.8))) == 1
 
