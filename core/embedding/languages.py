@@ -36,6 +36,9 @@ SCRIPTS: dict[str, str] = {
     "KATAKANA": "Japanese",
     "CJK": "Chinese or Japanese",
 }
+OTHER_SCRIPT = "another script"
+# What passage_language names by script rather than by language.
+NON_LATIN = frozenset(SCRIPTS.values()) | {OTHER_SCRIPT}
 _MARKERS = [
     ((name or "english").capitalize(), frozenset(words.split())) for name, words in LANGUAGE_MARKERS
 ]
@@ -80,14 +83,19 @@ def passage_language(text: str) -> str | None:
     if scripts:
         script, count = scripts.most_common(1)[0]
         if count > latin:
-            return script if script != "other" else "another script"
-    words = text.lower().split()
+            return script if script != "other" else OTHER_SCRIPT
     best, best_count = ENGLISH, 1
-    for language, markers in _MARKERS:
-        found = sum(word.strip(".,;:!?()«»\"'") in markers for word in words)
+    for language, found in marker_words(text).items():
         if found > best_count:
             best, best_count = language, found
     return best
+
+
+def marker_words(text: str) -> dict[str, int]:
+    """How many of each Latin-script language's commonest words ``text`` holds, English
+    first."""
+    words = [word.strip(".,;:!?()«»\"'") for word in text.lower().split()]
+    return {language: sum(word in markers for word in words) for language, markers in _MARKERS}
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from core.embedding.languages import ENGLISH, SCRIPTS, passage_language
+from core.embedding.languages import ENGLISH, NON_LATIN, marker_words, passage_language
 from core.errors import DatasetError, LecternError
 from core.library import Library
 from core.records import MODE_NAMES
@@ -58,7 +58,6 @@ _COMMON = STOPWORDS | {w for _, markers in LANGUAGE_MARKERS for w in markers.spl
 # its replies), which would make the check measure something else:
 QUESTION_MARKS = ("?", "？", "؟", ";", "\u037e")  # Greek asks with a semicolon
 COPIED_RUN = 6  # this many of the passage's words in a row: the passage copied, not asked
-_ENGLISH_MARKERS = frozenset(next(w for name, w in LANGUAGE_MARKERS if not name).split())
 QUESTION_PROMPT = (
     "Write one question that the passage below answers, as a person searching their own "
     "documents would ask it. Reply with the question only, in the passage's language.\n\n"
@@ -123,11 +122,9 @@ def _same_language(question: str, passage: str) -> bool:
     if wanted is None or wanted == ENGLISH:
         return True
     asked = passage_language(question)
-    scripts = set(SCRIPTS.values()) | {"another script"}
-    if wanted in scripts or asked in scripts:
+    if wanted in NON_LATIN or asked in NON_LATIN:
         return asked is None or asked == wanted
-    english = sum(w.strip(".,;:!?()\"'") in _ENGLISH_MARKERS for w in question.lower().split())
-    return english < 2
+    return marker_words(question)[ENGLISH] < 2
 
 
 def make_questions(
