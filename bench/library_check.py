@@ -6,7 +6,7 @@ recall@10 per mode (core/evaluation/library_check.py, questions made without a m
 embedding model where it is measured. The check is useful when it ranks the modes and
 the models in the same order as the real judgements; ``agree`` says whether it does.
 
-Corpora: squad-small (English), the German and Russian sets written for Lectern
+Corpora: squad-small (English), the German, Russian and Arabic sets written for Lectern
 (bench/retrieval_multilingual.py, with the same distractors), SciFact test (English,
 5,183 abstracts: default model only, as indexing it with the multilingual model takes
 long on 2 cores), and the sample documents (no judgements: the check alone).
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-scifact", action="store_true")
     parser.add_argument(
         "--sets",
-        default="squad-small,de,ru,scifact,sample-docs",
+        default="squad-small,de,ru,ar,scifact,sample-docs",
         help="comma-separated, from the default list",
     )
     parser.add_argument(
@@ -140,6 +140,7 @@ def _run(args: argparse.Namespace, llm_url: str | None) -> int:
             ("squad-small", DATA / "squad-small" / "beir", both),
             ("de", None, both),
             ("ru", None, both),
+            ("ar", None, both),
             ("scifact", DATA / "scifact", (DEFAULT_MODEL_ID,)),
         ]
         for name, beir, models in sets:

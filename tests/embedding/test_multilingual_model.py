@@ -78,6 +78,7 @@ def test_scripts_a_model_reads() -> None:
     assert reads_script_of(DEFAULT_MODEL_ID, "How deep is Lake Baikal? (1,642 m)")
     assert reads_script_of(DEFAULT_MODEL_ID, "Wie tief ist der Baikalsee, über 1600 Meter?")
     assert not reads_script_of(DEFAULT_MODEL_ID, "Какое озеро самое глубокое?")
+    assert not reads_script_of(DEFAULT_MODEL_ID, "ما أعلى قمة في جبال الأطلس؟")
     assert reads_script_of(DEFAULT_MODEL_ID, "Lake Байкал depth")  # mostly Latin letters
     assert reads_script_of(DEFAULT_MODEL_ID, "2024-05-01 / 17")  # no letters at all
     assert reads_script_of(MULTILINGUAL_MODEL_ID, "Какое озеро самое глубокое?")
