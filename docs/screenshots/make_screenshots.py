@@ -322,6 +322,40 @@ def shot_wanted(shot: Callable[[QWidget, str], None], name: str) -> bool:
     return not only or name.startswith(tuple(only))
 
 
+# A landlord's folder in German, for the language offer's shot (written for Lectern).
+GERMAN_FOLDER = {
+    "Hausordnung.txt": "Hausordnung für das Mehrfamilienhaus Lindenstraße 12. Die Ruhezeiten gelten werktags von 22 Uhr bis 6 Uhr und mittags von 13 bis 15 Uhr. Das Treppenhaus wird abwechselnd von den Mietparteien gereinigt; der Plan hängt neben dem Briefkasten. Fahrräder und Kinderwagen werden im Keller abgestellt, nicht im Flur.",
+    "Nebenkostenabrechnung 2025.txt": "Die Nebenkostenabrechnung für das Jahr 2025 umfasst Heizung, Warmwasser, Müllabfuhr, Grundsteuer und Hausmeisterdienste. Nachzahlungen sind innerhalb von dreißig Tagen nach Zugang der Abrechnung fällig. Einwände gegen die Abrechnung können bis zum Ablauf von zwölf Monaten schriftlich erhoben werden.",
+    "Mietvertrag Wohnung 3.txt": "Der Mietvertrag für die Wohnung im dritten Obergeschoss beginnt am 1. April. Die Kaltmiete beträgt 820 Euro, die Vorauszahlung auf die Betriebskosten 210 Euro im Monat. Die Kaution in Höhe von drei Kaltmieten kann in drei Raten gezahlt werden. Die Kündigungsfrist beträgt drei Monate zum Monatsende.",
+    "Protokoll Eigentümerversammlung.txt": "Protokoll der Eigentümerversammlung vom 14. März. Beschlossen wurde die Erneuerung der Dachrinnen und die Anschaffung neuer Mülltonnen. Die Instandhaltungsrücklage wird um zwei Euro je Quadratmeter erhöht. Die nächste Versammlung findet im Herbst statt.",
+    "Heizung Wartung.txt": "Die Gasheizung wird einmal im Jahr im September gewartet. Bei einem Ausfall der Heizung ist der Notdienst der Firma Wärme & Co. rund um die Uhr erreichbar. Die Heizkörper sollten vor Beginn der Heizperiode entlüftet werden, damit sie gleichmäßig warm werden.",
+    "Schlüssel und Schließanlage.txt": "Verlorene Schlüssel sind sofort der Hausverwaltung zu melden. Ein Ersatzschlüssel für die Schließanlage kostet 45 Euro und wird nur gegen Vorlage des Sicherungsscheins angefertigt. Wird die Schließanlage wegen eines Verlusts ausgetauscht, trägt die verursachende Mietpartei die Kosten.",
+}
+
+
+def scene_language_offer(
+    open_window: Callable[..., Any],
+    shot: Callable[[QWidget, str], None],
+    wait: Callable[..., bool],
+    work: Path,
+) -> None:
+    """A German folder in a library of its own: once indexed, the library panel offers the
+    multilingual model with its measured benefit (no model server: the offer needs none)."""
+    from tests.fake_ollama import unused_port
+
+    folder = work / "alex" / "Documents" / "Hausverwaltung"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in GERMAN_FOLDER.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    library = work / "german-library"
+    library.mkdir(exist_ok=True)
+    window = open_window(f"http://127.0.0.1:{unused_port()}", library=library)
+    window.handle_drop([str(folder)])
+    wait(lambda: window.library.model_offer.isVisible(), 300)
+    shot(window, "19-language-offer.png")
+    window.close()
+
+
 def scene_file_list(
     open_window: Callable[[str], Any],
     shot: Callable[[QWidget, str], None],
@@ -443,10 +477,12 @@ def main() -> int:
 
     shot.only = only  # type: ignore[attr-defined]
 
-    def open_window(url: str, theme_name: str = "light", model: str = "llama3.2") -> MainWindow:
+    def open_window(
+        url: str, theme_name: str = "light", model: str = "llama3.2", library: Path = home
+    ) -> MainWindow:
         theme = Theme(theme_name)
         theme.apply()
-        backend = Backend(Settings(home=home, llm_url=url, llm_model=model), embedder=embedder)
+        backend = Backend(Settings(home=library, llm_url=url, llm_model=model), embedder=embedder)
         qsettings = QSettings(str(work / "ui.ini"), QSettings.Format.IniFormat)
         window = MainWindow(backend, theme, qsettings)
         window.resize(*SIZE)
@@ -644,6 +680,9 @@ def main() -> int:
 
     # 22. Five folders in the library (last: the other shots keep the two folders).
     scene_five_folders(open_window, shot, wait, fake.url, docs)
+
+    # 19. A German library of its own: the multilingual model offered.
+    scene_language_offer(open_window, shot, wait, work)
 
     fake.stop()
     shutil.rmtree(work, ignore_errors=True)
