@@ -169,15 +169,25 @@ class ThreadFailures:
         self.failed: list[str] = []
         self._previous: Callable[[Any], object] | None = None
         self._main = threading.main_thread()
+        self._previous_wake: Any = None
 
     def __enter__(self) -> ThreadFailures:
         self._previous = threading.excepthook
         threading.excepthook = self._hook
+        # The command's thread is woken as Ctrl-C wakes it, but by a signal of its own: a
+        # command a shell started in the background (`lectern watch &` in a script) or
+        # under nohup has Ctrl-C's signal ignored, and would wait for it forever.
+        if _WAKE_SIGNAL is not None and threading.current_thread() is self._main:
+            self._previous_wake = signal.signal(_WAKE_SIGNAL, _interrupted)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if threading.excepthook == self._hook and self._previous is not None:
             threading.excepthook = self._previous
+        if _WAKE_SIGNAL is not None and self._previous_wake is not None:
+            if threading.current_thread() is self._main:
+                signal.signal(_WAKE_SIGNAL, self._previous_wake)
+            self._previous_wake = None
 
     def _hook(self, hook_args: Any) -> None:
         exc = hook_args.exc_value
@@ -209,15 +219,27 @@ class ThreadFailures:
         """Interrupt the command's own thread as Ctrl-C would, waking it from a sleep."""
         if threading.current_thread() is self._main:
             return
+        wake = signal.SIGINT
+        if _WAKE_SIGNAL is not None and self._previous_wake is not None:
+            wake = _WAKE_SIGNAL
         if hasattr(signal, "pthread_kill") and self._main.ident is not None:
             try:
-                signal.pthread_kill(self._main.ident, signal.SIGINT)
+                signal.pthread_kill(self._main.ident, wake)
                 return
             except (OSError, ValueError):
                 pass
         import _thread
 
         _thread.interrupt_main()
+
+
+# What ThreadFailures wakes the command's thread with (Windows has no spare signal: there,
+# Ctrl-C's, through _thread.interrupt_main).
+_WAKE_SIGNAL: signal.Signals | None = getattr(signal, "SIGUSR1", None)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _fmt_duration(seconds: float | None) -> str:

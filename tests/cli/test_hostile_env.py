@@ -435,6 +435,25 @@ def test_a_thread_that_fails_ends_the_command_with_a_sentence(tmp_path: Path) ->
     assert "Traceback" in log and "the polling thread broke" in log
 
 
+@posix_only
+def test_a_thread_that_fails_ends_a_command_started_with_ctrl_c_ignored(tmp_path: Path) -> None:
+    """A shell starts `lectern watch &` from a script, and nohup, with Ctrl-C's signal
+    ignored: the failure must still end the command instead of leaving it waiting forever
+    for a signal it ignores."""
+    done = subprocess.run(
+        [sys.executable, "-c", FAILING_THREAD],
+        cwd=REPO,
+        env=environment(tmp_path / "home"),
+        capture_output=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    err = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2, err
+    assert "Traceback" not in err
+    assert "(polling-emitter) stopped on an unexpected error" in err
+
+
 # --- 5. settings --------------------------------------------------------------------------
 
 

@@ -65,6 +65,16 @@ def signal_dispositions(pid: int) -> str:
     return ", ".join(line for line in lines if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
 
 
+def as_a_terminal_job() -> None:
+    """Run in a child before it starts: Ctrl-C's signal as a terminal's foreground job has
+    it. A suite started in the background (`make test &` in a script, nohup) hands its
+    children Ctrl-C ignored, which is the shell's rule, not what these tests test."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+TERMINAL_JOB = as_a_terminal_job if os.name == "posix" else None
+
+
 class Writer:
     """``python -m core <args>`` holding the library, its output in files (no pipe to
     fill up and stall it)."""
@@ -80,6 +90,7 @@ class Writer:
                 env=lectern_env(home, PYTHONFAULTHANDLER="1"),  # see stop()
                 stdout=out,
                 stderr=err,
+                preexec_fn=TERMINAL_JOB,
             )
 
     def output(self) -> str:
@@ -272,6 +283,7 @@ def test_ctrl_c_while_waiting_cancels_the_answer_there(watched: Writer, llm: Fak
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=TERMINAL_JOB,
     )
     try:
         deadline = time.monotonic() + 120
