@@ -170,6 +170,7 @@ class ThreadFailures:
         self._previous: Callable[[Any], object] | None = None
         self._main = threading.main_thread()
         self._previous_wake: Any = None
+        self._wakes_with_own_signal = False
 
     def __enter__(self) -> ThreadFailures:
         self._previous = threading.excepthook
@@ -179,15 +180,17 @@ class ThreadFailures:
         # under nohup has Ctrl-C's signal ignored, and would wait for it forever.
         if _WAKE_SIGNAL is not None and threading.current_thread() is self._main:
             self._previous_wake = signal.signal(_WAKE_SIGNAL, _interrupted)
+            self._wakes_with_own_signal = True
         return self
 
     def __exit__(self, *exc: object) -> None:
         if threading.excepthook == self._hook and self._previous is not None:
             threading.excepthook = self._previous
-        if _WAKE_SIGNAL is not None and self._previous_wake is not None:
+        if _WAKE_SIGNAL is not None and self._wakes_with_own_signal:
             if threading.current_thread() is self._main:
-                signal.signal(_WAKE_SIGNAL, self._previous_wake)
-            self._previous_wake = None
+                # None: the handler before was set outside Python, which cannot restore it.
+                signal.signal(_WAKE_SIGNAL, self._previous_wake or signal.SIG_DFL)
+            self._wakes_with_own_signal = False
 
     def _hook(self, hook_args: Any) -> None:
         exc = hook_args.exc_value
@@ -220,7 +223,7 @@ class ThreadFailures:
         if threading.current_thread() is self._main:
             return
         wake = signal.SIGINT
-        if _WAKE_SIGNAL is not None and self._previous_wake is not None:
+        if _WAKE_SIGNAL is not None and self._wakes_with_own_signal:
             wake = _WAKE_SIGNAL
         if hasattr(signal, "pthread_kill") and self._main.ident is not None:
             try:
