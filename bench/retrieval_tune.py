@@ -489,10 +489,10 @@ def _ranked_settings(
     _JOINT_SETS[:] = [[_in_order(t, seed) for seed in range(orders)] for t in trains]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         all_scores = pool.map(_joint_scores, settings, chunksize=4)
+    places = 6 if orders == 1 else 3
     results = []
     for (fusion, weight), scores in zip(settings, all_scores, strict=True):
         worst = min(x - t["best_single"] for x, t in zip(scores, trains, strict=True))
-        places = 6 if orders == 1 else 3
         results.append(((round(worst, places), sum(scores) / len(scores)), fusion, weight))
     results.sort(key=lambda r: (-r[0][0], -r[0][1]))  # stable: ties keep grid order
     return results

@@ -111,7 +111,7 @@ def _copies(question: str, passage: str) -> bool:
     words = re.findall(r"\w+", passage.lower())
     runs = {tuple(words[i : i + COPIED_RUN]) for i in range(len(words) - COPIED_RUN + 1)}
     asked = re.findall(r"\w+", question.lower())
-    return any(tuple(asked[i : i + COPIED_RUN]) in runs for i in range(len(asked)))
+    return any(tuple(asked[i : i + COPIED_RUN]) in runs for i in range(len(asked) - COPIED_RUN + 1))
 
 
 def _same_language(question: str, passage: str) -> bool:

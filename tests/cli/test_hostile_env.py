@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -417,15 +417,24 @@ sys.exit(main(["watch"]))
 """
 
 
-@posix_only
-def test_a_thread_that_fails_ends_the_command_with_a_sentence(tmp_path: Path) -> None:
-    done = subprocess.run(
+def run_failing_thread(
+    tmp_path: Path, before_start: Callable[[], object] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """`watch` whose polling thread fails (FAILING_THREAD); ``before_start`` runs in the
+    child before it starts."""
+    return subprocess.run(
         [sys.executable, "-c", FAILING_THREAD],
         cwd=REPO,
         env=environment(tmp_path / "home"),
         capture_output=True,
         timeout=120,
+        preexec_fn=before_start,
     )
+
+
+@posix_only
+def test_a_thread_that_fails_ends_the_command_with_a_sentence(tmp_path: Path) -> None:
+    done = run_failing_thread(tmp_path)
     err = done.stderr.decode("utf-8", "replace")
     assert done.returncode == 2, err
     assert "Traceback" not in err
@@ -440,14 +449,7 @@ def test_a_thread_that_fails_ends_a_command_started_with_ctrl_c_ignored(tmp_path
     """A shell starts `lectern watch &` from a script, and nohup, with Ctrl-C's signal
     ignored: the failure must still end the command instead of leaving it waiting forever
     for a signal it ignores."""
-    done = subprocess.run(
-        [sys.executable, "-c", FAILING_THREAD],
-        cwd=REPO,
-        env=environment(tmp_path / "home"),
-        capture_output=True,
-        timeout=120,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
+    done = run_failing_thread(tmp_path, lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     err = done.stderr.decode("utf-8", "replace")
     assert done.returncode == 2, err
     assert "Traceback" not in err
