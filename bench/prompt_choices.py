@@ -1,7 +1,7 @@
 """Prompt choices measured, not assumed: each is kept or dropped by the answer eval.
 
-Three choices of how an answer's prompt is built (settings ``source_order``,
-``source_dates`` / ``prefer_newest`` and ``followup_rewrite``), each run through
+Four choices of how an answer's prompt is built (settings ``source_order``,
+``source_dates`` / ``prefer_newest``, ``source_excerpts`` and ``followup_rewrite``), each run through
 ``lectern eval --answers``'s own code against a real model on loopback (llama.cpp with
 SmolLM2-135M-Instruct from bench/llm_server.py, or any server given with --url), at
 temperature 0 so that two variants differ only by their prompt:
@@ -13,6 +13,9 @@ temperature 0 so that two variants differ only by their prompt:
   dated later than the other (file modification times), and the question whose right
   answer is the newer file's: dates in the source markers or not, and the rule "prefer
   the latest date when sources disagree" or not;
+* **excerpts** on the same article: a long passage sent as its sentences around what the
+  question matches, or whole (the figures say the tokens the server read, the answers
+  right, and the model's own text alone before the quote-first rule);
 * **follow-up rewrite** on bench/answer_sets/squad_followups.jsonl (follow-ups written on
   the Normans article: "Who was Herve?" then "When did he serve as a Byzantine
   general?"): the model rewrites the follow-up, or the previous question's terms are
@@ -223,6 +226,8 @@ VARIANTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
         ("no dates", {"source_dates": False}),
     ],
     "followup_rewrite": [("model", {}), ("keywords", {"followup_rewrite": "keywords"})],
+    # The tie rule keeps the default here too: the excerpts, the smaller prompt.
+    "source_excerpts": [("excerpts", {}), ("whole passages", {"source_excerpts": False})],
 }
 
 
@@ -241,7 +246,12 @@ def _figures(report: dict[str, Any]) -> dict[str, Any]:
             out[group] = {
                 "questions": g["questions"],
                 "correct": g.get("correct"),
+                "model_alone_correct": g.get("model_alone_correct"),
+                "quoted_first": g.get("quoted_first"),
+                "declined_or_warned": g.get("declined_or_warned"),
                 "cited_precision": g.get("citation_precision"),
+                "prompt_tokens_p50": (g.get("prompt_tokens") or {}).get("p50"),
+                "first_token_s_p50": (g.get("first_token_s") or {}).get("p50"),
             }
     return out
 
@@ -304,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
                 scratch=Path(tmp) / "conflicts",
             ),
             # The follow-ups ask about the paragraphs the SQuAD run wrote.
+            "source_excerpts": lambda s: evaluate_answers(
+                SQUAD, modes=("llm",), limit=args.limit, settings=s, scratch=squad_scratch
+            ),
             "followup_rewrite": lambda s: evaluate_answers(
                 FOLLOWUPS,
                 documents=squad_scratch / "docs",

@@ -18,6 +18,8 @@ from platformdirs import user_data_dir
 from core.errors import ConfigError
 
 APP_NAME = "Lectern"
+# core.embedding.models.DEFAULT_MODEL_ID (not imported: it loads numpy and the model code).
+DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # When indexing runs (core/indexing/throttle.py): always, only while the computer is otherwise
 # idle, or within a share (percent) of the computer's CPU, all cores together.
 INDEX_WHEN = ("always", "idle", "share")
@@ -31,6 +33,9 @@ TEXT_CHOICES: dict[str, tuple[str, ...]] = {
     "source_order": SOURCE_ORDERS,
     "followup_rewrite": FOLLOWUP_REWRITES,
 }
+
+# Fields of Settings that are not settings: never written to settings.json, nor read.
+_NOT_SAVED = ("home", "replaced", "embedding_model_chosen")
 
 
 def data_dir() -> Path:
@@ -100,6 +105,9 @@ class Settings:
     # How the prompt lays out the sources (core/generation/prompt.py PromptChoices), and
     # how a follow-up is made standalone: "model" asks the LLM, "keywords" adds the
     # previous question's terms. Each default is the one bench/prompt_choices.py kept.
+    # A long passage is sent to the model as its sentences around what the question
+    # matches (core/generation/extractive.py excerpts), not whole.
+    source_excerpts: bool = True
     source_order: str = "relevance"  # one of SOURCE_ORDERS
     source_dates: bool = True
     prefer_newest: bool = False
@@ -110,7 +118,9 @@ class Settings:
     # until this limit (SmolLM2-135M at temperature 0 did, at 1.5 tokens/s on a busy CPU).
     answer_max_tokens: int = 1024
     # One of core.embedding.models.MODELS; changing it re-embeds the library (never mixed).
-    embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    # Unless the person chose one, a new library may start with the multilingual model
+    # instead (core/indexing/model_switch.py).
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
     # The app offers the multilingual model to a library mostly not in English
     # (core/embedding/languages.py) until the person switches or says not now.
     model_offer_declined: bool = False
@@ -130,6 +140,10 @@ class Settings:
     # Values of settings.json that were out of range when it was loaded, with the value
     # used instead: the CLI and the app say them when the library opens. Not a setting.
     replaced: tuple[ReplacedSetting, ...] = field(default=(), compare=False, repr=False)
+    # Whether the person chose ``embedding_model``: settings.json names it, or it was
+    # changed (with_changes). Not a setting: the app writes every setting back, and a
+    # default written back is no choice (see save).
+    embedding_model_chosen: bool = field(default=False, compare=False, repr=False)
 
     @property
     def db_path(self) -> Path:
@@ -153,13 +167,19 @@ class Settings:
         return backend_for(self.llm_kind).resolve_url(self)
 
     def save(self) -> None:
-        data = {k: v for k, v in asdict(self).items() if k not in ("home", "replaced")}
+        data = {k: v for k, v in asdict(self).items() if k not in _NOT_SAVED}
         data["ignore_patterns"] = list(self.ignore_patterns)
+        if not self.embedding_model_chosen and self.embedding_model == DEFAULT_EMBEDDING_MODEL:
+            # Written, the default would read back as the person's choice, and a new
+            # library could no longer start with the model its documents call for.
+            del data["embedding_model"]
         tmp = self.settings_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
         os.replace(tmp, self.settings_path)
 
     def with_changes(self, **changes: object) -> Settings:
+        if "embedding_model" in changes:
+            changes["embedding_model_chosen"] = True
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
@@ -181,7 +201,7 @@ def load_settings(home: Path | None = None) -> Settings:
     values = {
         f.name: _checked_value(f.name, raw[f.name], f.default, path)
         for f in fields(Settings)
-        if f.name not in ("home", "replaced") and f.name in raw
+        if f.name not in _NOT_SAVED and f.name in raw
     }
     replaced = []
     for name, value in list(values.items()):
@@ -190,7 +210,12 @@ def load_settings(home: Path | None = None) -> Settings:
             if isinstance(used, ReplacedSetting):
                 replaced.append(used)
                 values[name] = used.used
-    return replace(base, **values, replaced=tuple(replaced))
+    return replace(
+        base,
+        **values,
+        replaced=tuple(replaced),
+        embedding_model_chosen="embedding_model" in values,
+    )
 
 
 # Every numeric setting's range, both ends included. A value outside it is not refused

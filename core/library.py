@@ -15,6 +15,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -29,7 +30,13 @@ from core.embedding.languages import (
     language_mix,
     model_advice,
 )
-from core.embedding.models import MODELS, Embedder, WordPieceCounter, load_embedder
+from core.embedding.models import (
+    DEFAULT_MODEL_ID,
+    MODELS,
+    Embedder,
+    WordPieceCounter,
+    load_embedder,
+)
 from core.errors import (
     ConfigError,
     DamagedStoreError,
@@ -40,7 +47,13 @@ from core.errors import (
     StoreError,
 )
 from core.indexing.indexer import Controls, Indexer, ProgressCallback
-from core.indexing.model_switch import ModelSwitch
+from core.indexing.model_switch import (
+    CHOSEN_KEY,
+    ModelSwitch,
+    chosen_message,
+    first_model,
+    multilingual_available,
+)
 from core.indexing.reembed import ReembedStatus
 from core.indexing.scan import normalize_folder
 from core.ingest.ocr import OcrOptions
@@ -129,6 +142,11 @@ class Library:
         self.settings = settings or load_settings()
         self.settings.home.mkdir(parents=True, exist_ok=True)
         self._embedder = embedder
+        # A model handed over at open is the caller's choice, as one named in settings.json:
+        # the library does not choose another by its documents' language.
+        self._model_given = embedder is not None
+        # What the library said of its model on its own, until the CLI or app takes it.
+        self._model_notice: str | None = None
         # The model is part of the index configuration: a library built with one model is
         # never searched or extended with another's vectors (see _check_index_config).
         # ``models.current`` is the model the index holds and search uses; after a change
@@ -180,6 +198,8 @@ class Library:
         self.set_index_pace(self.settings.index_when, self.settings.index_cpu_share)
         if migrate and self.switching_model:
             self._start_reembedding()
+        if self._may_choose_model():
+            self.indexer.choose_model = self._choose_first_model
 
     def set_index_pace(self, when: str, cpu_share: int) -> None:
         """When indexing may run (core/indexing/throttle.py); a running index or watcher batch
@@ -237,6 +257,7 @@ class Library:
         self.keyword = KeywordIndex(self.db, self.settings.home / KEYWORD_FILE, stale=rebuilt)
         self.reembed_store = ReembedStore(self.db)
         self._restore_record(notices)
+        self._keep_first_model()
         self._check_index_config()
         if self.keyword.recovery == "unavailable":
             self._notice(
@@ -471,6 +492,91 @@ class Library:
         wanted_rest = self.index_config.partition("|")[2]
         return rest == wanted_rest and model != self.models.target and model in MODELS
 
+    # --- the model a new library starts with (core/indexing/model_switch.py) -------------
+
+    def _may_choose_model(self) -> bool:
+        """Whether the library may still take the multilingual model by its first
+        documents' language: nobody chose a model (the person, in settings.json or by
+        declining the offer, or the code that opened it), and the engine is here. Whether
+        the library has vectors yet, each run asks (Indexer.choose_model)."""
+        chosen = (
+            self._model_given
+            or self.settings.embedding_model_chosen
+            or self.settings.model_offer_declined
+        )
+        return (
+            not (chosen or self.read_only)
+            and self.models.current == self.models.target == DEFAULT_MODEL_ID
+            and multilingual_available()
+        )
+
+    def _keep_first_model(self) -> None:
+        """The model the library took from its first documents stays while settings.json
+        names none (the app writes back the settings it read before the choice, without
+        the model): otherwise the library would be re-embedded with the default."""
+        chosen = self.db.get_meta(CHOSEN_KEY)
+        stored = (self.db.get_meta("index_config") or "").partition("|")[0]
+        if (
+            chosen in MODELS
+            and stored == chosen
+            and not (self._model_given or self.settings.embedding_model_chosen)
+            and self.settings.embedding_model == DEFAULT_MODEL_ID
+        ):
+            self.models.want(chosen)
+            # Not a change of the person's (with_changes would make it one).
+            self.settings = replace(self.settings, embedding_model=chosen)
+
+    def _choose_first_model(self, passages: list[str]) -> None:
+        """Called by the indexer before the first passage of a library without vectors
+        is written: the multilingual model when most of ``passages`` are not English,
+        taken at once (nothing to re-embed) and recorded as a switch the person makes."""
+        model_id, mix = first_model(passages)
+        if not mix.sampled:
+            return  # no text to judge (figures, scans): asked again until vectors exist
+        self.indexer.choose_model = None  # decided: from here on the offer speaks
+        if model_id is None:
+            return
+        log = logging.getLogger(__name__)
+        try:
+            embedder = load_embedder(model_id)
+        except LecternError as exc:
+            log.warning("the multilingual model did not load, the default stays: %s", exc.message)
+            return
+        with self._model_lock:
+            self._embedder = embedder
+        with self._lock:
+            self.models.want(model_id)
+            self.settings = self.settings.with_changes(embedding_model=model_id)
+            self.store.set_index_config(
+                {
+                    "index_config": self.index_config,
+                    "embedding_model": model_id,
+                    "embedding_dim": str(embedder.dim),
+                    CHOSEN_KEY: model_id,
+                },
+                drop_chunks=False,
+            )
+            if self._vectors is not None and self._vectors.dim != embedder.dim:
+                self._vectors = None  # empty: opened again at the new model's size
+                self.settings.vectors_path.unlink(missing_ok=True)
+            if self._retriever is not None:
+                self._retriever.calibration.flush()
+            self._retriever = None  # it embeds questions with the model it was made with
+            self.indexer.index_config = self.index_config
+        try:
+            load_settings(self.settings.home).with_changes(embedding_model=model_id).save()
+        except (ConfigError, OSError) as exc:
+            # The library keeps the model all the same (_keep_first_model).
+            log.warning("settings.json does not record the multilingual model: %s", exc)
+        self._model_notice = chosen_message(mix)
+        log.info("%s", self._model_notice)
+
+    def take_model_notice(self) -> str | None:
+        """What the library said of its model on its own (it started with the
+        multilingual model), once; None when there is nothing (more) to say."""
+        notice, self._model_notice = self._model_notice, None
+        return notice
+
     # --- changing the model in the background ---------------------------------------
 
     @property
@@ -522,6 +628,7 @@ class Library:
                 f"Choose one of: {', '.join(MODELS)}.",
             )
         with self._lock:
+            self.indexer.choose_model = None  # the person chose
             if model_id == self.models.target:
                 return
             self.settings = self.settings.with_changes(embedding_model=model_id)
@@ -691,9 +798,12 @@ class Library:
         types: Sequence[str] | None = None,
         *,
         scope: Scope | None = None,
+        lead: int = 0,
     ) -> list[Hit]:
         """Passages for ``query``; ``folders``/``types`` narrow it, and so does ``scope``
-        (collections, folders, types): the two are combined into one scope."""
+        (collections, folders, types): the two are combined into one scope. ``lead``:
+        the best document's first passages, up to that many, come first (an answer's
+        sources; core/retrieval/search.py ``diversified``)."""
         if scope:
             merged = Scope(
                 scope.collections,
@@ -715,7 +825,7 @@ class Library:
         with (
             self.models.gate.reading()
         ):  # never across a switch of model (core/indexing/reembed.py)
-            return self.retriever.search(query, k or self.settings.top_k, mode, filters)
+            return self.retriever.search(query, k or self.settings.top_k, mode, filters, lead)
 
     # --- collections and scopes -------------------------------------------------------
 

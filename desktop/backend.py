@@ -578,8 +578,20 @@ class Backend(QObject):
         self.work.job_done(report)
         self._refresh_timer.stop()
         self.index_finished.emit(report)
+        self._take_model_notice()
         self.refresh_library()
         self.work.next_job()
+
+    def _take_model_notice(self) -> None:
+        """A new library that started with the multilingual model (its first documents
+        were mostly not English) says so once; the app's settings then name that model."""
+        library = self.library
+        notice = library.take_model_notice() if library is not None else None
+        if library is None or notice is None:
+            return
+        self.settings = self.settings.with_changes(embedding_model=library.settings.embedding_model)
+        self.settings_changed.emit(self.settings)
+        self.notice.emit("info", notice)
 
     def _job_failed(self, exc: BaseException) -> None:
         waiting = self.work.job_failed(exc)
@@ -1078,6 +1090,7 @@ class Backend(QObject):
             work.watch_running = False
             if work.current_job is None:
                 self._refresh_timer.stop()
+        self._take_model_notice()
         if report.added or report.updated or report.removed or report.failed:
             self.refresh_library()
         self.watch_idle.emit()

@@ -266,6 +266,13 @@ class TurnWidget(QFrame):
             )
             if turn.reordered_s is not None:
                 text += f" · sources put in order in {turn.reordered_s:.1f} s"
+        elif turn.mode == "extractive" and any(k == "quoted_first" for k, _ in turn.warnings):
+            # The model wrote an answer that failed its check: it follows the quote.
+            name, text, color = (
+                "book",
+                f"Quoted from your documents · {turn.model or 'the model'}'s answer unverified",
+                palette.muted,
+            )
         elif turn.mode == "extractive":
             name, text, color = (
                 "book",
@@ -464,11 +471,12 @@ class TurnWidget(QFrame):
 
     def shown_sources(self) -> list[list[SourceView]]:
         """The sources the card lists, one entry per document with its passages in
-        number order; an uncited passage an earlier answer already listed is left out."""
+        number order; an uncited passage an earlier answer already listed is left out,
+        unless the answer cites nothing (then every passage it was given is its source)."""
         turn = self.turn
         final = bool(turn.mode)
         cited = turn.cited_numbers
-        earlier = self.earlier_sources() if final else set()
+        earlier = self.earlier_sources() if final and cited else set()
         documents: dict[str, list[SourceView]] = {}
         for source in turn.sources:
             carried = (source.path, source.start, source.end) in earlier

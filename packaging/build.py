@@ -56,6 +56,7 @@ GROUPS = {
     "tesserocr.libs": "Tesseract and Leptonica (OCR of scanned pages)",
     "tessdata": "Tesseract's English model",
     "pypdfium2_raw": "PDFium (renders scanned pages for OCR)",
+    "pdfminer": "pdfminer.six (pdfplumber reads PDF tables with it; CJK character maps)",
 }
 
 

@@ -101,7 +101,8 @@ def sources_in(messages: Messages) -> list[str]:
 
 
 def first_sentence(text: str) -> str:
-    match = re.match(r"(.+?[.!?])(?:\s|$)", text.strip(), re.S)
+    text = text.strip().lstrip("… ")  # a source sent as an excerpt may open with a gap mark
+    match = re.match(r"(.+?[.!?])(?:\s|$)", text, re.S)
     return re.sub(r"\s+", " ", (match.group(1) if match else text.strip())).strip()
 
 

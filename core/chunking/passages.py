@@ -5,6 +5,11 @@ Rules, in order of priority:
 - a chunk never crosses a heading (sections are retrieval units of their own);
 - a chunk never ends inside a sentence, and tables and code blocks stay whole unless the
   block alone is over the limit (then they split on line boundaries);
+- a table split over several chunks keeps its header row with its rows: the header is
+  never a chunk of its own (it goes with the first row), and every later chunk of the
+  table carries the header line at the start of its context, the text it is embedded
+  and keyword-searched with (the chunk's own text stays a slice of the document's, so
+  citations keep their offsets);
 - the context prefix (title and heading path) plus the chunk text fits in the model's
   word pieces (``max_tokens``, 256 for both shipped models), counted with the model's own
   tokenizer, because the model silently drops everything past that;
@@ -25,11 +30,17 @@ from dataclasses import dataclass
 from core.records import Block, BlockKind, Chunk, ParsedDocument
 from core.text import split_sentences
 
-CHUNKER_VERSION = "4"  # 3: no file name as context; 4: sentences from core.text (CJK, bullets)
+# 3: no file name as context; 4: sentences from core.text (CJK, bullets); 5: a split
+# table's header in each of its chunks
+CHUNKER_VERSION = "5"
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] count against the model's 256
 MAX_CONTEXT_TOKENS = 48
+# A split table's header, carried by each of its chunks: a wide table's column names
+# are long, and rows read without them are bare figures; past this, it is cut.
+MAX_TABLE_HEADER_TOKENS = 96
 
 TokenCounter = Callable[[str], int]
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}")  # Markdown's line under a table's header
 
 
 @dataclass(frozen=True)
@@ -39,6 +50,9 @@ class _Unit:
     tokens: int
     heading_path: tuple[str, ...]
     section: int  # index of the section (heading) this unit belongs to
+    # For a row of a table too big for one chunk (not its first): the table's header
+    # line, which a chunk starting here carries in its context.
+    table_header: str = ""
 
 
 def _word_pieces(
@@ -107,8 +121,13 @@ class PassageChunker:
         for section_units in _group_by_section(units):
             context = self.context_for(title, section_units[0].heading_path)
             budget = self.max_tokens - SPECIAL_TOKENS - (self._count(context) + 1 if context else 0)
+            # Room for the longest table header a chunk of this section may carry.
+            headers = {u.table_header for u in section_units if u.table_header}
+            budget -= max((self._count(h) + 1 for h in headers), default=0)
             for group in self._pack(section_units, budget):
-                chunks.append(self._make_chunk(doc, group, context, budget, len(chunks)))
+                header = group[0].table_header
+                own = f"{context}\n{header}" if context and header else context or header
+                chunks.append(self._make_chunk(doc, group, own, budget, len(chunks)))
         return chunks
 
     def _units(self, doc: ParsedDocument) -> Iterable[_Unit]:
@@ -120,6 +139,11 @@ class PassageChunker:
             if block.kind is BlockKind.HEADING:
                 section += 1
             spans = self._block_spans(text, block)
+            if block.kind is BlockKind.TABLE and spans:
+                s, e = spans[0]
+                if self._count(text[s:e]) > unit_budget:
+                    yield from self._table_rows(text, s, e, block, section, unit_budget)
+                    continue
             for s, e in spans:
                 tokens = self._count(text[s:e])
                 if tokens <= unit_budget:
@@ -127,6 +151,35 @@ class PassageChunker:
                     continue
                 for ps, pe, pt in _word_pieces(text, s, e, unit_budget, self._count):
                     yield _Unit(ps, pe, pt, block.heading_path, section)
+
+    def _table_rows(
+        self, text: str, start: int, end: int, block: Block, section: int, budget: int
+    ) -> Iterable[_Unit]:
+        """A table too big for one chunk, one unit per row. The header line goes with
+        the first row (never a passage alone), and is the ``table_header`` of the rest."""
+        lines = [
+            (m.start() + start, m.end() + start)
+            for m in re.finditer(r"[^\n]*\S[^\n]*", text[start:end])
+        ]
+        lines = [(s + len(text[s:e]) - len(text[s:e].lstrip()), e) for s, e in lines]
+        header = ""
+        if len(lines) >= 2 and "|" in text[lines[0][0] : lines[0][1]]:
+            first = (
+                2 if len(lines) > 2 and _TABLE_RULE.match(text[lines[1][0] : lines[1][1]]) else 1
+            )
+            lines = [(lines[0][0], lines[first][1]), *lines[first + 1 :]]
+            header = " ".join(text[lines[0][0] : lines[0][1]].split("\n")[0].split())
+            if self._count(header) > MAX_TABLE_HEADER_TOKENS:
+                pieces = _word_pieces(header, 0, len(header), MAX_TABLE_HEADER_TOKENS, self._count)
+                header = header[pieces[0][0] : pieces[0][1]] + " …" if pieces else ""
+        for n, (s, e) in enumerate(lines):
+            own = header if n else ""
+            tokens = self._count(text[s:e])
+            if tokens <= budget:
+                yield _Unit(s, e, tokens, block.heading_path, section, own)
+                continue
+            for ps, pe, pt in _word_pieces(text, s, e, budget, self._count):
+                yield _Unit(ps, pe, pt, block.heading_path, section, own)
 
     def _block_spans(self, text: str, block: Block) -> list[tuple[int, int]]:
         if block.kind in (BlockKind.TABLE, BlockKind.CODE):

@@ -22,6 +22,7 @@ from core.cli.args import positive_int
 from core.config import load_settings
 from core.errors import LecternError
 from core.generation.citations import REFUSAL
+from core.generation.events import WarningKind
 from core.generation.extractive import EXTRACTIVE_NOTE
 from core.generation.llm import ModelInfo, PullProgress, make_client
 from core.generation.session import AnswerSession
@@ -234,9 +235,11 @@ def _print_done(done: Any, streamed: str, out: TextIO) -> None:
     if streamed.strip() and streamed.strip() != done.answer.strip():
         # Unknown citation numbers were removed: show the checked answer.
         out.write(f"\nChecked answer:\n{done.answer}\n")
-    if done.mode == "extractive":
+    if any(w.kind == WarningKind.QUOTED_FIRST for w in done.warnings):
+        out.write(f"(quoted from your documents; {done.model}'s answer follows, unverified)\n")
+    elif done.mode == "extractive":
         out.write(f"({EXTRACTIVE_NOTE})\n")
-    elif done.mode == "declined" and done.answer.strip() != REFUSAL:
+    elif done.mode == "declined" and not done.answer.strip().startswith(REFUSAL):
         out.write(f"{REFUSAL}\n")
     lines = citation_lines(done.citations)
     if lines:

@@ -73,6 +73,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         )
         return 130
     bar.close()
+    notice = library.take_model_notice()  # a new library that took the multilingual model
+    if notice:
+        print(notice, file=sys.stderr)
     if not _finish_model_switch(library):
         server.close()
         library.close()

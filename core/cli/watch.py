@@ -101,6 +101,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     def on_batch(batch: AppliedBatch) -> None:
         bar_holder[0].close()
         bar_holder[0] = ProgressBar()
+        notice = library.take_model_notice()  # a new library that took the multilingual model
+        if notice:
+            with out_lock:
+                print(notice, file=sys.stderr, flush=True)
         r = batch.report
         if not (r.added or r.updated or r.removed or r.failed or r.skipped):
             return

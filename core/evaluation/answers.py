@@ -51,8 +51,14 @@ from core.errors import (
     ModelNotFoundError,
 )
 from core.evaluation.beir import jsonl_rows
-from core.generation.citations import strip_citations
-from core.generation.events import SERVER_FAILED
+from core.generation.citations import (
+    is_refusal,
+    strip_citations,
+    unverified_identifiers,
+    unverified_names,
+)
+from core.generation.events import SERVER_FAILED, WarningKind
+from core.generation.qa import MODEL_UNCHECKED
 from core.library import Library
 from core.records import Citation, IndexProgress
 from core.text import content_words, overlap
@@ -118,6 +124,12 @@ class QuestionResult:
     tokens_per_s: float | None
     model: str | None
     fallback: bool = False  # the server failed, so the answer was extracted instead
+    # The model's own text scored alone: for an answer whose quote came first (the model's
+    # text failed its check), what the answer would have been without that rule.
+    model_correct: bool | None = None
+    quoted_first: bool = False
+    prompt_tokens: int | None = None  # as the server counted them
+    weak_evidence: bool = False  # warned that no passage seems to answer the question
 
     @property
     def declined(self) -> bool:
@@ -134,7 +146,9 @@ def normalize_answer(text: str) -> str:
     after the answer's ``[n]`` markers are removed. Punctuation becomes a space rather
     than nothing, so "10th-century" and "10th century" agree."""
     text = strip_citations(text).lower()
-    text = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in text)
+    # SQuAD's scorer drops string.punctuation, which holds "$", "%", "+" and the like:
+    # symbols, to Unicode ("1 200 000$" holds "1 200 000").
+    text = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in text)
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
@@ -149,11 +163,18 @@ def contains_gold(answer: str, golds: Iterable[str]) -> bool:
 
 
 def citation_supported(citation: Citation, golds: Sequence[str]) -> bool:
-    """The cited span holds a gold answer, or half the content words of its sentence."""
-    span = citation.quote or citation.hit.text  # no span found: the app shows the passage
+    """The cited span holds a gold answer, or half the content words of its sentence and
+    every figure and name of it (swapped subjects share the words, not the names). A
+    citation shown without evidence supports nothing."""
+    span = citation.quote
+    if not span:
+        return False
     if golds and contains_gold(span, golds):
         return True
-    claim = content_words(strip_citations(citation.sentence))
+    sentence = strip_citations(citation.sentence)
+    claim = content_words(sentence)
+    if unverified_identifiers(sentence, [span]) or unverified_names(sentence, [span]):
+        return False
     return bool(claim) and overlap(claim, set(content_words(span))) >= SUPPORT_SHARE
 
 
@@ -196,6 +217,17 @@ def score_answer(
     if done.mode != "declined" and eval_count and generation_s:
         tokens_per_s = float(eval_count) / float(generation_s)
     fallback = any(w.kind in FALLBACK_WARNINGS for w in done.warnings)
+    quoted_first = any(w.kind == WarningKind.QUOTED_FIRST for w in done.warnings)
+    model_correct: bool | None = None
+    if done.model is not None and not fallback:
+        if quoted_first:  # the model's own text is the part after the label
+            own = done.answer.partition(MODEL_UNCHECKED)[2]
+            model_correct = (
+                contains_gold(own, question.answers) if question.answerable else is_refusal(own)
+            )
+        else:
+            model_correct = correct
+    prompt_tokens = timings.get("prompt_eval_count")
     return QuestionResult(
         group=question.group,
         answerable=question.answerable,
@@ -210,6 +242,10 @@ def score_answer(
         tokens_per_s=tokens_per_s,
         model=done.model,
         fallback=fallback,
+        model_correct=model_correct,
+        quoted_first=quoted_first,
+        prompt_tokens=int(prompt_tokens) if isinstance(prompt_tokens, int | float) else None,
+        weak_evidence=any(w.kind == WarningKind.WEAK_EVIDENCE for w in done.warnings),
     )
 
 
@@ -276,6 +312,14 @@ def group_metrics(results: Sequence[QuestionResult]) -> dict[str, Any]:
             ]
         ),
         "tokens_per_s": round(float(np.mean(rates)), 2) if rates else None,
+        # The model's answers: its own text scored alone, and how often the quote came first.
+        "model_alone_correct": _share(
+            [r.model_correct for r in results if r.model_correct is not None]
+        ),
+        "quoted_first": _share([r.quoted_first for r in results if r.model is not None]),
+        # Declined, or answered with the warning that no passage seems to answer it.
+        "declined_or_warned": _share([r.declined or r.weak_evidence for r in results]),
+        "prompt_tokens": _spread([r.prompt_tokens for r in results if r.prompt_tokens is not None]),
     }
 
 

@@ -207,7 +207,10 @@ class SelfTest:
 def _extractive_answer(library: Library) -> str:
     from core.generation.qa import DoneEvent, ErrorEvent, ask
 
-    question = _probe_question(library)
+    # A question the library certainly answers: the sentence the search step found (a
+    # question about a whole document may rightly be declined by the quoted answer).
+    _document_id, _title, sentence = _probe_passage(library)
+    question = f"{sentence.rstrip('.!?')}?"
     for event in ask(library, question, use_llm=False, store=False):
         if isinstance(event, ErrorEvent):
             raise StepFailed(f"{event.error.message} {event.error.hint}".strip())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -99,10 +99,19 @@ def remove_unknown(text: str, source_count: int) -> tuple[str, tuple[int, ...]]:
 # How real models cite when they do not write [n]: the source marker copied back
 # ("<<source-1a2b3c4d n=1 title=...>>", 4 of 16 answers of a 1.5B model), "(Source 2)",
 # "【1】", "[^1]", "[1†source]", "[n=1]". Each becomes [n]; an end marker goes.
+# The marker is also copied in square brackets ("[[source-c2cb51d1 n=1]]", a 1.5B model).
 _MARKER_CITE = re.compile(
-    r"[<‹«]{1,2}\s*source[-\w]*\s+n\s*=\s*(\d{1,3})\b[^<>\n]{0,400}?[>›»]{1,2}", re.IGNORECASE
+    r"(?:[<‹«]{1,2}|\[{1,2})\s*source[-\w]*\s+n\s*=\s*(\d{1,3})\b[^<>\[\]\n]{0,400}?"
+    r"(?:[>›»]{1,2}|\]{1,2})",
+    re.IGNORECASE,
 )
-_MARKER_END = re.compile(r"[<‹«]{1,2}\s*/?\s*end[-\w]*\s*[>›»]{1,2}", re.IGNORECASE)
+_MARKER_END = re.compile(r"(?:[<‹«]{1,2}|\[{1,2})\s*/?\s*end[-\w]*\s*(?:[>›»]{1,2}|\]{1,2})", re.I)
+# A marker the model mangled past reading its number ("<<source-c2cb51d1>>"): removed, so
+# nothing of the prompt's scaffolding reaches the answer.
+_MARKER_LEFT = re.compile(
+    r"[ \t]*(?:[<‹«]{1,2}|\[{1,2})\s*source(?:-[0-9a-f]*)?\b[^<>\[\]\n]{0,400}?(?:[>›»]{1,2}|\]{1,2})",
+    re.IGNORECASE,
+)
 _PAREN_CITE = re.compile(
     r"\(\s*(?:sources?|src)\s*:?\s*(\d{1,3}(?:\s*(?:,|;|-|–|and|&)\s*\d{1,3})*)\s*\)",
     re.IGNORECASE,
@@ -119,6 +128,7 @@ def normalise_citations(text: str, tag: str | None = None) -> str:
     text = _MARKER_END.sub("", text)
     text = _PAREN_CITE.sub(lambda m: f"[{m.group(1)}]", text)
     text = _ODD_BRACKETS.sub(lambda m: f"[{next(g for g in m.groups() if g)}]", text)
+    text = _MARKER_LEFT.sub("", text)
     if tag:
         text = re.sub(r"(?:request\s+tag:?\s*)?" + re.escape(tag), "", text, flags=re.IGNORECASE)
     # Two markers in a row make "[1][2]"; a space before punctuation is left by a removal.
@@ -182,10 +192,35 @@ def answer_sentences(answer: str) -> list[AnswerSentence]:
     return out
 
 
+# The refusal as models reword it: "The sources do not contain the answer to this
+# question.", "The provided context does not mention …", "I could not find this in the
+# documents." Only a short answer that is nothing else counts.
+_REWORDED_REFUSAL = re.compile(
+    r"^(?:(?:unfortunately|sorry|i'?m sorry)\s*)?"
+    r"(?:(?:the|these|this|provided|given)\s+)*(?:provided\s+|given\s+)?"
+    r"(?:sources?|documents?|passages?|context|texts?|information|excerpts?)\s+"
+    r"(?:provided\s+|given\s+)?(?:do|does|did)\s*(?:not|n't)\s+"
+    r"(?:contain|include|mention|say|state|provide|give|specify|answer|have)\b"
+    r"|^(?:i|we)\s+(?:could|can|did|do)\s*(?:not|n't)\s+find\b"
+    r"|^(?:there\s+is\s+)?no\s+(?:information|answer|mention)\s+(?:about|on|of|to|for|in)\b",
+    re.IGNORECASE,
+)
+
+
 def is_refusal(answer: str) -> bool:
-    norm = re.sub(r"\W+", " ", strip_citations(answer).lower()).strip()
+    plain = strip_citations(answer).strip()
+    norm = re.sub(r"\W+", " ", plain.lower()).strip()
     target = re.sub(r"\W+", " ", REFUSAL.lower()).strip()
-    return norm == target or (norm.startswith(target) and len(norm) < len(target) + 40)
+    if norm == target or (norm.startswith(target) and len(norm) < len(target) + 40):
+        return True
+    # One or two sentences, citing nothing, that say only that the sources lack it.
+    if parse_citations(answer) or re.search(r"\b(?:but|however|although)\b", plain, re.I):
+        return False
+    return (
+        len(plain) <= 220
+        and len(split_sentences(plain)) <= 2
+        and bool(_REWORDED_REFUSAL.match(plain.replace("’", "'")))
+    )
 
 
 _META = re.compile(
@@ -335,11 +370,20 @@ def _score_sentences(
     return scored
 
 
-def _pick(claim: str, scored: list[_Scored]) -> list[tuple[int, int]]:
-    """The best sentence, plus a neighbour when it supplies claim words the best one lacks."""
+def _title_line(text: str) -> bool:
+    """A line that names rather than states ("Harvard University", a file's first line):
+    never the evidence for a sentence."""
+    line = text.strip()
+    return "\n" not in line and not _SENTENCE_END.search(line) and len(line.split()) <= 6
+
+
+def _pick(claim: str, scored: list[_Scored], text: str = "") -> list[tuple[int, int]]:
+    """The best sentence, plus a neighbour when it supplies claim words the best one lacks;
+    a title line only when nothing else is there."""
     if not scored:
         return []
-    best_i = max(range(len(scored)), key=lambda i: scored[i].score)
+    stating = [i for i, s in enumerate(scored) if not _title_line(text[s.start : s.end])]
+    best_i = max(stating or range(len(scored)), key=lambda i: scored[i].score)
     best = scored[best_i]
     chosen = [best_i]
     needed = set(content_words(claim))
@@ -528,7 +572,7 @@ class SpanFinder:
         scored = _score_sentences(
             claim, self._claims.get(claim), hit.text, sentences, self._vectors.get(self._key(hit))
         )
-        return self.grown(hit, to_spans(hit, _pick(claim, scored), self.page_of), claim)
+        return self.grown(hit, to_spans(hit, _pick(claim, scored, hit.text), self.page_of), claim)
 
     def grown(self, hit: Hit, spans: tuple[Span, ...], claim: str) -> tuple[Span, ...]:
         """``spans`` grown over the rest of their sentences where ``claim`` supports it:
@@ -604,6 +648,59 @@ class CitationReport:
     refusal: bool = False
 
 
+def _lacking(claim: str, texts: Sequence[str]) -> list[str]:
+    """The figures and names of ``claim`` that none of ``texts`` has."""
+    return unverified_identifiers(claim, texts) + unverified_names(claim, texts)
+
+
+def _said_about(hit: Hit, spans: Sequence[Span], finder: SpanFinder) -> list[str]:
+    """What a cited passage says and what it says it about: the spans, the sentence
+    before the first ("They settled in 911" after "Rollo led the Vikings"), the
+    document's title and headings."""
+    first = min(sp.start for sp in spans) - hit.start
+    before = [hit.text[s:e] for s, e in finder.sentences(hit) if e <= first]
+    return [sp.text for sp in spans] + before[-1:] + [hit.title, *hit.heading_path]
+
+
+def _share_of(claim: str, text: str) -> float:
+    return overlap(content_words(claim), set(content_words(text)))
+
+
+CARRY_SHARE = 0.5  # of a sentence's content words its source must have to be cited by it
+
+
+def _carried_back(
+    answer: str, sentences: list[AnswerSentence], hits: Sequence[Hit]
+) -> list[AnswerSentence]:
+    """One citation after several sentences of a paragraph ("… He ruled until 927. …
+    [1]") cites those before it that its source holds: every figure and name, and half
+    the words."""
+    out = list(sentences)
+    carried: tuple[int, ...] = ()
+    for i in range(len(out) - 1, -1, -1):
+        sentence = out[i]
+        if sentence.numbers:
+            carried = sentence.numbers
+            continue
+        if not carried or re.search(r"\n\s*\n", answer[sentence.end : out[i + 1].start]):
+            carried = ()
+            continue
+        if not is_claim(sentence.claim):
+            continue
+        holding = tuple(
+            n
+            for n in carried
+            if 1 <= n <= len(hits)
+            and not _lacking(sentence.claim, [hits[n - 1].text])
+            and _share_of(sentence.claim, hits[n - 1].text) >= CARRY_SHARE
+        )
+        if holding:
+            out[i] = replace(sentence, numbers=holding)
+        else:
+            carried = ()
+    return out
+
+
 def _short(text: str, limit: int = 120) -> str:
     text = re.sub(r"\s+", " ", text).strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -636,7 +733,7 @@ def verify_answer(
     if is_refusal(cleaned):
         return CitationReport(cleaned, (), tuple(warnings), removed, refusal=True)
 
-    sentences = answer_sentences(cleaned)
+    sentences = _carried_back(cleaned, answer_sentences(cleaned), hits)
     finder = finder or SpanFinder(embedder, page_of)
     cited_hits = [hits[n - 1] for s in sentences for n in s.numbers]
     finder.prepare([s.claim for s in sentences if s.numbers], cited_hits)
@@ -663,24 +760,46 @@ def verify_answer(
                         )
                     )
             continue
-        for n in sentence.numbers:
-            hit = hits[n - 1]
-            citations.append(
-                Citation(
-                    n=n, hit=hit, spans=finder.find(sentence.claim, hit), sentence=sentence.text
+        numbers = sentence.numbers
+        missing = _lacking(sentence.claim, [hits[n - 1].text for n in numbers])
+        if missing:
+            # Cited to the wrong source: the one that holds every figure and name instead.
+            holders = [
+                m
+                for m in range(1, len(hits) + 1)
+                if m not in numbers and not _lacking(sentence.claim, [hits[m - 1].text])
+            ]
+            if holders:
+                best = max(holders, key=lambda m: _share_of(sentence.claim, hits[m - 1].text))
+                refs = ", ".join(f"[{n}]" for n in numbers)
+                warnings.append(
+                    AnswerWarning(
+                        WarningKind.UNKNOWN_CITATION,
+                        f"Cited {refs}, but source [{best}] is the one that says: "
+                        f'"{_short(sentence.claim)}"; the citation points there.',
+                    )
                 )
-            )
-        cited_texts = [hits[n - 1].text for n in sentence.numbers]
-        missing = unverified_identifiers(sentence.claim, cited_texts)
-        missing += unverified_names(sentence.claim, cited_texts)
+                numbers, missing = (best,), []
+        for n in numbers:
+            hit = hits[n - 1]
+            spans = () if missing else finder.find(sentence.claim, hit)
+            # The passage shown must say it of the claim's subject: a name or figure of the
+            # claim that is in the source but not in that passage (the subjects swapped,
+            # "Wilson" for "Heath") is not supported by it.
+            swapped = _lacking(sentence.claim, _said_about(hit, spans, finder)) if spans else []
+            if swapped:
+                missing.extend(m for m in swapped if m not in missing)
+                spans = ()
+            citations.append(Citation(n=n, hit=hit, spans=spans, sentence=sentence.text))
         unverified.extend(m for m in missing if m not in unverified)
         if missing:
             listed = ", ".join(repr(m) for m in missing)
-            refs = ", ".join(f"[{n}]" for n in sentence.numbers)
+            refs = ", ".join(f"[{n}]" for n in numbers)
             warnings.append(
                 AnswerWarning(
                     WarningKind.UNVERIFIED_NUMBER,
-                    f'{listed} does not appear in the cited source {refs}: "{_short(sentence.claim)}"',
+                    f"{listed} is not in what the cited source {refs} says about it: "
+                    f'"{_short(sentence.claim)}"',
                 )
             )
     if not citations and sentences:

@@ -44,6 +44,10 @@ class WarningKind(StrEnum):
     UNVERIFIED_NUMBER = "unverified_number"
     NO_CITATIONS = "no_citations"
     UNSUPPORTED = "unsupported"
+    # The model's answer failed that check, so the quote comes first (qa.py).
+    QUOTED_FIRST = "quoted_first"
+    # A cited answer where the quote's decline found no passage that answers (qa.py).
+    WEAK_EVIDENCE = "weak_evidence"
 
 
 # The server failed (down, silent or without the model), so the answer was quoted instead.

@@ -18,38 +18,24 @@ scoring close to it. Each is verbatim, with its citation and span, labelled as e
 rather than written. Bracketed numbers of the document's own text ("per kilometre
 [1][2][3]") are left out of the answer, so that its only [n] are its sources.
 
-The answer is declined (the refusal is returned) when
+Whether to decline is weighed, not vetoed (core/generation/decline.py): the best unit's
+score, cosine and keyword overlap, how much of the question the quoted units cover, the
+share of its names, numbers and content words no passage has and how much those carry
+(the question's cosine with itself without them, and how much nearer the best unit it is
+without them: "What was the name of Alan Turing's dog?"), whether the quote holds what is
+asked, a "not" or "how many X" the quote does not meet, and whether the best unit is a
+row or not in English. A logistic model over these, fit by bench/decline_fit.py on SQuAD
+2.0 (ten articles), the written out-of-corpus sets and the real-document sets of
+bench/answer_sets/ (each set weighted alike), declines below its threshold. The hard
+rules it replaces (a name no passage has, a "not" no unit meets) declined real questions
+over OCR spellings, codes, tables and other languages; they are kept as ``CASCADE`` for
+comparison, and without an embedding model.
 
-* even the best unit scores below DECLINE_BELOW (the documents are about something else),
-  or below DECLINE_BELOW_MISSING when a word of the question is in none of the passages;
-* a name or number of the question is in none of the passages ("... Museum in Ohio?");
-* those missing words carry the question: without them it is far from itself (cosine
-  below DROP_BELOW), or clearly nearer the best unit (by SHIFT_ABOVE: "What was the name
-  of Alan Turing's dog?" over passages about Alan Turing);
-* it asks "how many X" and no quoted unit names X;
-* it asks about what is not so ("not", "never") and no quoted unit says "not", "except",
-  "rejected" or the like: SQuAD 2.0 writes many of its near misses that way.
-
-The constants were chosen on the Normans article of SQuAD 2.0 (../shared/data/squad-small)
-and on two question sets written for the purpose (bench/answer_sets/), with
-bench/extractive_squad.py; the other article (computational complexity theory) is held
-out. Full pipeline (`--retrieval library`, the 87 paragraphs indexed as files, the
-library's top 6 passages):
-
-| | Normans | complexity (held out) | both | before (top 4) |
-|---|---|---|---|---|
-| answerable: answer holds a gold answer | 90.6 % | 87.3 % | 88.4 % | 79.2 % |
-| ... never declining | 91.7 % | 92.4 % | 92.2 % | 80.2 % |
-| near-miss unanswerable declined | 15.2 % | 44.3 % | 34.5 % | 4.8 % |
-| answerable declined | 1.0 % | 5.1 % | 3.8 % | 1.0 % |
-
-Out-of-corpus questions sharing words with the articles (64, written): 100 % declined;
-questions about the articles' subjects asking facts they do not state (21, written):
-81 % declined. The gold paragraph is among the passages for 95.6 % of the answerable
-questions. An answer quotes 2.3 units (356 characters) on average, against 212
-characters before. The negation rule has no constant and declines no question of the
-Normans article; on the held-out article it declines 46 near misses and no answerable
-question.
+The quote reaches the value: a sentence whose value is one or two sentences on in its
+paragraph is quoted with them; a table's row carries its column names, also in a passage
+that starts inside a table too long for one (read from the document's text); a footnote's
+number set after a word ("fatalities2") is left out of the quote. Figures:
+docs/decisions/answers-on-real-documents.md.
 """
 
 from __future__ import annotations
@@ -57,12 +43,13 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.embedding.languages import ENGLISH, passage_language
 from core.generation.citations import (
     REFUSAL,
     PageLookup,
@@ -70,6 +57,7 @@ from core.generation.citations import (
     strip_citations,
     to_spans,
 )
+from core.generation.decline import MODEL, DeclineModel, DeclineSignals
 from core.records import SHEET_TYPES, Citation, Hit
 from core.text import STOPWORDS, content_words, words
 
@@ -90,6 +78,8 @@ MAX_SENTENCES = 3
 MAX_HITS = 6
 MIN_SENTENCE_CHARS = 12
 SLIDE_UNIT_CHARS = 600  # a slide's body up to this long is one unit
+EXCERPT_FROM_CHARS = 400  # a passage this short is sent to the model whole
+EXCERPT_UNITS = 1  # a longer one: its best unit, with the unit before and after
 
 EXTRACTIVE_NOTE = "extracted from your documents; no language model wrote this answer"
 
@@ -107,6 +97,7 @@ class ScoredSentence:
     score: float
     kind: str = "sentence"  # sentence | row | field | slide
     has_type: bool = False  # holds what the question asks for
+    context: str = ""  # what was compared with the question, when more than ``text``
 
 
 @dataclass(frozen=True)
@@ -144,6 +135,17 @@ _TERMINAL = tuple(".!?:;,…。！？")
 _HEADING_MAX = 120  # characters: a longer line is running text (a journal's running head is ~90)
 _FIELD = re.compile(r"^\s*([^\W\d][^:|\n]{0,40}?)\s*:\s+\S")  # "Date: 2026-03-06"
 _SLIDE_HEADING = re.compile(r"^\s*Slide \d+(?::.*)?$")
+
+
+# A footnote's number set after a word or its full stop ("fatalities2 in", "the crash.3
+# The"), which a PDF's text layer gives as plain digits: not the document's words.
+_FOOTNOTE = re.compile(
+    r"(?<=[a-z]{4})\d{1,2}(?=[\s,;:)]|\.(?:\s|$)|$)|(?<=[a-z][.,;:])\d{1,2}(?=\s+[A-Z])"
+)
+
+
+def _without_footnotes(text: str) -> str:
+    return _FOOTNOTE.sub("", text)
 
 
 def _is_field(line: str) -> bool:
@@ -224,24 +226,94 @@ def _header_cells(hit: Hit) -> list[str]:
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}")  # Markdown's line under the header
 
 
-def _table_rows(text: str) -> list[tuple[int, int, list[str]]]:
+_FIGURE = re.compile(r"[\d\s.,%()+\-–—$€£/:]+")
+_NOT_AVAILABLE = re.compile(r"(?i)n\.?\s?a\.?|n/a|x|\*+|-+|–")
+_YEAR = re.compile(r"(?:18|19|20)\d\d")
+
+
+def _is_table_line(line: str) -> bool:
+    return line.count("|") >= 2 or " | " in line
+
+
+def _names_columns(line: str) -> bool:
+    """Whether a table's first line is its header: not a row of figures ("1995 | 12.4 |
+    8.1"), though a header may hold a year or a number among its names ("Year | Total |
+    PK | K | 1 | 2")."""
+    cells = [c for c in _cells(line) if c and c != _EMPTY_CELL]
+    # A year names a column ("Country | 1995 | 2000"); "n.a." stands for a figure.
+    figures = sum(
+        bool(_FIGURE.fullmatch(c) or _NOT_AVAILABLE.fullmatch(c)) and not _YEAR.fullmatch(c)
+        for c in cells
+    )
+    return bool(cells) and figures * 2 < len(cells)
+
+
+# How core/ingest/pdf_tables.py writes a table's empty first cell, so that the columns
+# stay in place: not a value.
+_EMPTY_CELL = "—"
+_ABOVE_LIMIT = 200_000  # characters looked back for a split table's header
+
+
+@dataclass(frozen=True)
+class TableAbove:
+    """What the document says above a passage that starts inside a table."""
+
+    header: tuple[str, ...] = ()  # the table's column names
+    caption: str = ""  # the lines just above the table ("STATE-WISE RAINFALL DISTRIBUTION")
+
+
+_CAPTION_LINES = 3
+_CAPTION_CHARS = 300
+
+
+def table_above(hit: Hit, text_of: Callable[[Hit], str | None] | None) -> TableAbove:
+    """The column names and caption of a table that ``hit`` starts inside (a table too
+    long for one passage, split by rows), read from the document's text."""
+    first = hit.text.lstrip().split("\n", 1)[0]
+    if hit.start <= 0 or text_of is None or not _is_table_line(first):
+        return TableAbove()
+    document = text_of(hit)
+    if not document or document[hit.start : hit.end] != hit.text:
+        return TableAbove()
+    pos, header = hit.start, ""
+    floor = max(0, hit.start - _ABOVE_LIMIT)
+    while pos > floor:
+        line_start = document.rfind("\n", floor, max(floor, pos - 1)) + 1
+        line = document[line_start:pos].strip()
+        if not line or not _is_table_line(line):
+            break
+        header, pos = line, line_start
+    if not header or not _names_columns(header):
+        return TableAbove()
+    before = document[max(0, pos - _CAPTION_CHARS) : pos].strip().splitlines()
+    caption = " ".join(line.strip() for line in before[-_CAPTION_LINES:] if line.strip())
+    return TableAbove(tuple(_cells(header)), caption)
+
+
+def _table_rows(text: str, above: Sequence[str] = ()) -> list[tuple[int, int, list[str]]]:
     """The rows of the tables in ``text`` (two or more lines of cells, one under the
-    other: a document's table, a Markdown table), each with its table's column names
-    (none when the first line holds figures, so is no header: a table cut by a chunk)."""
+    other: a document's table, a Markdown table), each with its table's column names:
+    its first line when that names columns, or ``above`` (the header of a table the text
+    starts inside); none for a table cut by a chunk whose header is not known."""
     rows: list[tuple[int, int, list[str]]] = []
     run: list[tuple[int, int]] = []
+    opening = re.match(r"\s*", text)
+    start_of_text = opening.end() if opening else 0
 
     def flush() -> None:
-        if len(run) >= 2:
+        if len(run) >= 2 or (run and above and run[0][0] == start_of_text):
             first = text[run[0][0] : run[0][1]]
-            header = [] if re.search(r"\d", first) else _cells(first)
-            body = run[1:] if header else run
+            if above and run[0][0] == start_of_text:
+                header, body = list(above), list(run)
+            else:
+                header = _cells(first) if _names_columns(first) else []
+                body = run[1:] if header else list(run)
             rows.extend((s, e, header) for s, e in body if not _TABLE_RULE.match(text[s:e]))
         run.clear()
 
     for line in re.finditer(r"[^\n]+", text):
         s, e = line.span()
-        if text[s:e].count("|") >= 2 or " | " in text[s:e]:
+        if _is_table_line(text[s:e]):
             if run and text.count("\n", run[-1][1], s) > 1:
                 flush()  # a blank line between: two tables, or rows of a sheet
             run.append((s, e))
@@ -255,13 +327,14 @@ def _labelled_row(row: str, header: list[str]) -> str:
     """``row`` with each cell after its column's name: "Rating: 5"."""
     cells = _cells(strip_citations(row))
     if not header or len(cells) > len(header) + 1:
-        return " | ".join(c for c in cells if c)
+        return " | ".join(c for c in cells if c and c != _EMPTY_CELL)
     parts = []
     for i, cell in enumerate(cells):
-        if not cell:
+        if not cell or cell == _EMPTY_CELL:
             continue
         name = header[i] if i < len(header) else ""
-        parts.append(f"{name}: {cell}" if name and name != cell else cell)
+        named = name and name != cell and name != _EMPTY_CELL
+        parts.append(f"{name}: {cell}" if named else cell)
     return "; ".join(parts)
 
 
@@ -295,7 +368,8 @@ def _units(hits: Sequence[Hit], finder: SpanFinder) -> list[_Unit]:
             pieces.extend(_split_fields(text, s, e) if s < e else [])
         header = _header_cells(hit) if hit.type in SHEET_TYPES else []
         slides = hit.type in SLIDE_TYPES
-        table = [] if header else _table_rows(text)
+        above = TableAbove() if header else table_above(hit, finder.text_of)
+        table = [] if header else _table_rows(text, above.header)
         if table:  # a table's rows are units; the sentences around it stay sentences
             pieces = [
                 (s, e) for s, e in pieces if not any(s < te and ts < e for ts, te, _ in table)
@@ -320,7 +394,7 @@ def _units(hits: Sequence[Hit], finder: SpanFinder) -> list[_Unit]:
                 row = _labelled_row(piece, header)
                 found.append(_Unit(i, s, e, row, "row", row))
                 continue
-            shown = _clean(strip_citations(piece))
+            shown = _without_footnotes(_clean(strip_citations(piece)))
             if not slides and not header and n + 1 < len(pieces) and _lone_title(piece):
                 continue  # a title over what follows it
             if _is_field(piece) and "\n" not in piece:
@@ -330,7 +404,9 @@ def _units(hits: Sequence[Hit], finder: SpanFinder) -> list[_Unit]:
                 found.append(_Unit(i, s, e, shown, "sentence", shown))
         for s, e, names in table:
             row = _labelled_row(text[s:e], names)
-            found.append(_Unit(i, s, e, row, "row", row))
+            # A row of a table begun above the passage is read with the table's caption.
+            context = f"{above.caption}: {row}" if above.caption and names else row
+            found.append(_Unit(i, s, e, row, "row", context))
         found.sort(key=lambda u: u.start)
         if slides:
             found = _slides(hit, found)
@@ -391,7 +467,8 @@ _MONTH_OR_DAY = re.compile(
 _NUMBER_WORD = re.compile(
     r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
     r"(?:thir|four|fif|six|seven|eigh|nine)teen|twenty|thirty|forty|fifty|sixty|seventy|"
-    r"eighty|ninety|hundreds?|thousands?|millions?|billions?|dozens?|half|twice)\b",
+    r"eighty|ninety|hundreds?|thousands?|millions?|billions?|dozens?|half|twice|"
+    r"second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\b",
     re.IGNORECASE,
 )
 _DATE_WORD = re.compile(
@@ -411,8 +488,14 @@ _DATE_Q = re.compile(
 )
 _NUMBER_Q = re.compile(
     r"\bhow\s+(?:many|much|long|far|old|big|large|tall|high|often|fast|heavy|wide)\b"
-    r"|\b(?:what|which)\s+(?:\w+\s+)?(?:number|percentage|percent|amount|proportion|"
-    r"fraction|size|price|cost|rate|rating|score|temperature|total|sum|speed|distance)\b",
+    r"|\b(?:what|which)\s+(?:\w+\s+)?(?:number|percentage|percent|share|amount|proportion|"
+    r"fraction|size|price|cost|charge|fee|salary|wage|rate|rating|score|temperature|total|sum|"
+    r"speed|distance|figure|count|ratio|value|level|budget|revenue|population|weight|height|"
+    r"length|depth|area|volume|floor)\b"
+    # "What did the AA charge?", "What does the job pay?": a sum of money.
+    r"|\bwhat\s+(?:did|does|do|will|would)\b.{0,60}\b(?:charge|cost|pay|earn)"
+    r"(?:\W*$|\s+(?:for|per|to|in|on|each|a|an)\b)"
+    r"|^\s*(?:number|total|amount|count|share|percentage)\s+of\b",
     re.IGNORECASE,
 )
 
@@ -486,7 +569,10 @@ class _Vocabulary:
     """The words of the passages, for asking whether a question's word is in any of them."""
 
     def __init__(self, hits: Sequence[Hit], extra: str = "") -> None:
-        parts = [h.text for h in hits] + [" ".join(h.heading_path) for h in hits] + [extra]
+        # A passage is about its document's title and headings too ("rainfall" for a row
+        # of a rainfall table).
+        parts = [h.text for h in hits] + [" ".join((h.title, *h.heading_path)) for h in hits]
+        parts.append(extra)
         text = _fold(" ".join(parts))
         self.text = text
         self.words = set(words(text))
@@ -633,7 +719,18 @@ def score_sentences(
         typed = has_type(kind, u.text, question)
         score = cos + OVERLAP_WEIGHT * ov - RANK_DECAY * u.hit_index + (type_bonus if typed else 0)
         scored.append(
-            ScoredSentence(u.hit_index, u.start, u.end, u.text, cos, ov, score, u.kind, typed)
+            ScoredSentence(
+                u.hit_index,
+                u.start,
+                u.end,
+                u.text,
+                cos,
+                ov,
+                score,
+                u.kind,
+                typed,
+                u.context if u.context != u.text else "",
+            )
         )
     scored.sort(key=lambda x: -x.score)
     return scored
@@ -641,7 +738,10 @@ def score_sentences(
 
 @dataclass(frozen=True)
 class DeclineRules:
-    """When the passages are taken not to answer the question (see the module docstring)."""
+    """When the passages are taken not to answer the question (see the module docstring).
+    With ``model`` (the default), the signals weighed by it decide; the thresholds and
+    flags are the rules without an embedding model, and the old cascade when ``model`` is
+    None (kept for measuring against it)."""
 
     threshold: float = DECLINE_BELOW  # best unit's score below this
     threshold_missing: float = DECLINE_BELOW_MISSING  # ... when a question word is in none
@@ -650,10 +750,65 @@ class DeclineRules:
     names: bool = True  # a name or number of the question is in no passage
     counted: bool = True  # "how many X": no X quoted
     negation: bool = REQUIRE_NEGATION  # "not" asked, none quoted
+    model: DeclineModel | None = MODEL
 
 
 # Never declining: for measuring what the rules cost (bench/extractive_squad.py).
-NEVER = DeclineRules(-10.0, -10.0, -2.0, 2.0, names=False, counted=False, negation=False)
+NEVER = DeclineRules(
+    -10.0, -10.0, -2.0, 2.0, names=False, counted=False, negation=False, model=None
+)
+# The rules before the decline model (a hard veto each), for comparing against it.
+CASCADE = DeclineRules(model=None)
+
+
+def decline_signals(
+    question: str,
+    hits: Sequence[Hit],
+    scored: Sequence[ScoredSentence],
+    chosen: Sequence[ScoredSentence],
+    finder: SpanFinder,
+) -> DeclineSignals:
+    """What the decline model weighs (core/generation/decline.py); ``scored`` is not
+    empty."""
+    best = scored[0]
+    # The units as read: a row with its column names, also when the passage starts inside
+    # a table whose header is above it.
+    vocabulary = _Vocabulary(hits, " ".join(u.context or u.text for u in scored))
+    names = _question_names(question)
+    unknown = [n for n in names if not vocabulary.has_name(n)]
+    # "within 15 minutes or 30 days": alternatives, one of which is enough.
+    if re.search(r"\bor\b", question, re.IGNORECASE) and len(unknown) < len(names):
+        unknown = []
+    asked = [w for w in dict.fromkeys(words(question)) if w not in STOPWORDS]
+    missing = missing_words(question, vocabulary)
+    quoted = _Vocabulary([], " ".join(c.text for c in chosen))
+    covered = [w for w in asked if quoted.has(w)]
+    negative = _NEGATION.search(_OR_NOT.sub("", question))
+    counted = counted_word(question)
+    kind = answer_type(question)
+    drop = shift = 0.0
+    if missing:
+        vectors = finder.text_vectors([question, without(question, missing), best.text])
+        if vectors is not None:
+            q, rest, top = vectors
+            drop = 1.0 - float(q @ rest)
+            shift = float(rest @ top) - float(q @ top)
+    return DeclineSignals(
+        best=best.score,
+        cosine=best.cosine,
+        overlap=best.overlap,
+        coverage=len(covered) / len(asked) if asked else 1.0,
+        margin=best.score - scored[1].score if len(scored) > 1 else 0.0,
+        names_missing=len(unknown) / len(names) if names else 0.0,
+        words_missing=len(missing) / len(asked) if asked else 0.0,
+        drop=drop,
+        shift=shift,
+        typed=0.0 if not kind else (1.0 if any(c.has_type for c in chosen) else -1.0),
+        negation_unmet=float(bool(negative) and not any(_DENIAL.search(c.text) for c in chosen)),
+        counted_unmet=float(bool(counted) and not quoted.has(counted)),
+        tabular=float(best.kind != "sentence"),
+        foreign=float(passage_language(best.text) not in (ENGLISH, None)),
+    )
 
 
 def decline_reason(
@@ -670,7 +825,14 @@ def decline_reason(
     they may)."""
     best = scored[0].score if scored else 0.0
     limit = rules.threshold if embedded else rules.threshold * OVERLAP_WEIGHT
-    if not scored or not chosen or best < limit:
+    if not scored or not chosen:
+        return "score"
+    if embedded and rules.model is not None:
+        signals = decline_signals(question, hits, scored, chosen, finder)
+        if rules.model.probability(signals) < rules.model.threshold:
+            return rules.model.against(signals)
+        return ""
+    if best < limit:
         return "score"
     vocabulary = _Vocabulary(hits)
     if rules.names:
@@ -791,15 +953,28 @@ def _with_neighbours(
             return True
         return False
 
-    kind = answer_type(question)
-    if kind and not any(c.has_type for c in chosen):
-        for j in (at + 1, at - 1):
-            if 0 <= j < len(by_place) and by_place[j].has_type and add(j):
-                break
     text = hits[best.hit_index].text
 
     def same_paragraph(a: ScoredSentence, b: ScoredSentence) -> bool:
         return a.kind == b.kind == "sentence" and not re.search(r"\n\s*\n", text[a.end : b.start])
+
+    kind = answer_type(question)
+    if kind and not any(c.has_type for c in chosen):
+        # The value is often a sentence or two on ("The gun was mounted on the bow. It
+        # fired a ball of 24 pounds. Its barrel was twelve feet long."): the nearest
+        # neighbour that holds it, the one between coming along.
+        for j in (at + 1, at - 1, at + 2):
+            if not (0 <= j < len(by_place) and by_place[j].has_type):
+                continue
+            if j == at + 2 and not (
+                same_paragraph(best, by_place[at + 1])
+                and same_paragraph(by_place[at + 1], by_place[j])
+            ):
+                continue
+            if j == at + 2:
+                add(at + 1)
+            if add(j):
+                break
 
     # "He appointed Robert archbishop": who "he" is, the sentence before says.
     if at > 0 and _PRONOUN_START.match(best.text) and same_paragraph(by_place[at - 1], best):
@@ -810,3 +985,42 @@ def _with_neighbours(
 
 
 _PRONOUN_START = re.compile(r"(?:he|she|they|it|his|her|their|its|this|these|those|such)\b", re.I)
+
+
+# --- what a model is sent of each passage ----------------------------------------------
+
+
+def excerpts(
+    question: str,
+    hits: Sequence[Hit],
+    embedder: Embedder | None,
+    finder: SpanFinder,
+) -> dict[int, str]:
+    """The part of each long passage a model is sent (by chunk id): its units that best
+    match the question, each with its neighbours, in document order, a gap marked "…"; a
+    table's rows with their column names. Passages left out are sent whole."""
+    scored = score_sentences(question, hits, embedder, max_hits=len(hits), finder=finder)
+    out: dict[int, str] = {}
+    for i, hit in enumerate(hits):
+        if len(hit.text) <= EXCERPT_FROM_CHARS:
+            continue
+        units = sorted((u for u in scored if u.hit_index == i), key=lambda u: u.start)
+        if len(units) <= 2 * EXCERPT_UNITS + 1:
+            continue
+        best = sorted(range(len(units)), key=lambda j: -units[j].score)[:EXCERPT_UNITS]
+        keep = sorted({k for j in best for k in (j - 1, j, j + 1) if 0 <= k < len(units)})
+        pieces: list[str] = []
+        for n, j in enumerate(keep):
+            if (n == 0 and j > 0) or (n > 0 and j != keep[n - 1] + 1):
+                pieces.append("…")
+            unit = units[j]
+            pieces.append(
+                unit.text if unit.kind == "row" else _clean(hit.text[unit.start : unit.end])
+            )
+        if keep[-1] < len(units) - 1:
+            pieces.append("…")
+        tabular = any(units[j].kind != "sentence" for j in keep)
+        text = ("\n" if tabular else " ").join(pieces)
+        if len(text) < 0.8 * len(hit.text):
+            out[hit.chunk_id] = text
+    return out

@@ -185,7 +185,11 @@ def layout(count: int, order: str) -> list[int]:
     return list(range(count))
 
 
-def source_block(n: int, hit: Hit, tag: str, date: str | None = None) -> str:
+def source_block(
+    n: int, hit: Hit, tag: str, date: str | None = None, excerpt: str | None = None
+) -> str:
+    """One source as the model reads it: the passage, or ``excerpt`` of it (its
+    sentences around what the question matches)."""
     attrs = [f"n={n}", f'title="{_attr(hit.title or hit.path, tag)}"']
     if hit.page is not None:
         pages = (
@@ -198,7 +202,7 @@ def source_block(n: int, hit: Hit, tag: str, date: str | None = None) -> str:
         attrs.append(f'section="{_attr(" > ".join(hit.heading_path), tag)}"')
     if date:
         attrs.append(f"date={_attr(date, tag)}")
-    body = _scrub(hit.text, tag).strip()
+    body = _scrub(hit.text if excerpt is None else excerpt, tag).strip()
     return f"<<source-{tag} {' '.join(attrs)}>>\n{body}\n<<end-{tag}>>"
 
 
@@ -208,13 +212,17 @@ def build_messages(
     tag: str,
     dates: Mapping[str, str] | None = None,
     choices: PromptChoices | None = None,
+    excerpts: Mapping[int, str] | None = None,
 ) -> list[dict[str, str]]:
     """System instructions, then the sources ([1] = most relevant, placed as ``choices``
-    says) and the question."""
+    says; a passage in ``excerpts``, by chunk id, as that excerpt) and the question."""
     choices = choices or PromptChoices()
     shown = dates if choices.dates else None
+    cut = excerpts or {}
     blocks = [
-        source_block(i + 1, hits[i], tag, (shown or {}).get(hits[i].path))
+        source_block(
+            i + 1, hits[i], tag, (shown or {}).get(hits[i].path), cut.get(hits[i].chunk_id)
+        )
         for i in layout(len(hits), choices.order)
     ]
     user = (
@@ -269,6 +277,7 @@ def fit_prompt(
     assumed_context: int = ASSUMED_CONTEXT,
     tag: str | None = None,
     choices: PromptChoices | None = None,
+    excerpts: Mapping[int, str] | None = None,
 ) -> Prompt:
     """Build the prompt, dropping the least relevant sources until it fits.
 
@@ -279,7 +288,7 @@ def fit_prompt(
     kept = list(hits)
     dropped: list[Hit] = []
     while True:
-        messages = build_messages(question, kept, tag, dates, choices)
+        messages = build_messages(question, kept, tag, dates, choices, excerpts)
         estimate = estimate_messages(messages)
         if limit is None or estimate + answer_tokens <= limit:
             break

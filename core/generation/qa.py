@@ -68,6 +68,7 @@ from core.generation.citations import (
     AnswerWarning,
     PageLookup,
     SpanFinder,
+    strip_citations,
     verify_answer,
 )
 from core.generation.events import (
@@ -82,7 +83,7 @@ from core.generation.events import (
     WarningEvent,
     WarningKind,
 )
-from core.generation.extractive import ExtractiveAnswer, extract_answer
+from core.generation.extractive import ExtractiveAnswer, excerpts, extract_answer
 from core.generation.llm import ChatDelta, LLMClient, complete
 from core.generation.prompt import (
     MIN_ANSWER_TOKENS,
@@ -99,6 +100,7 @@ from core.generation.widen import widen_for_prompt
 from core.library import Library
 from core.records import Citation, Hit, Scope, Turn
 from core.retrieval.llm_order import LLM_RERANK_CANDIDATES, llm_order
+from core.retrieval.search import ANSWER_LEAD
 from core.store.conversations import ConversationStore
 from core.text import content_words
 
@@ -264,6 +266,7 @@ class _Run:
         self.warnings: list[WarningEvent] = []
         self.extract_question: str | None = None
         self.quoted: tuple[tuple[int, ...], ExtractiveAnswer] | None = None
+        self.finder: tuple[tuple[int, ...], SpanFinder] | None = None
 
     def mark(self, name: str, since: float) -> None:
         self.timings[name] = round(time.perf_counter() - since, 4)
@@ -345,16 +348,32 @@ class _Question:
         if indexing is not None and not any(w.kind == indexing.kind for w in self.run.warnings):
             self.run.warnings.append(indexing)
 
+    def finder(self, hits: Sequence[Hit]) -> SpanFinder:
+        """One finder per question and hits: the quote and the excerpts sent to the
+        model embed each unit once."""
+        key = tuple(h.chunk_id for h in hits)
+        if self.run.finder is None or self.run.finder[0] != key:
+            # The document's text: the header of a table a passage starts inside.
+            found = SpanFinder(
+                _embedder(self.library),
+                _page_lookup(self.library, hits),
+                text_of=_text_lookup(self.library),
+            )
+            self.run.finder = (key, found)
+        return self.run.finder[1]
+
     def quote(self, hits: Sequence[Hit]) -> ExtractiveAnswer:
         """The answer quoted from the documents (computed once per question and hits)."""
         key = tuple(h.chunk_id for h in hits)
         if self.run.quoted is None or self.run.quoted[0] != key:
             t = time.perf_counter()
+            finder = self.finder(hits)
             result = extract_answer(
                 self.run.extract_question or self.standalone,
                 hits,
                 _embedder(self.library),
-                page_of=_page_lookup(self.library, hits),
+                finder=finder,
+                page_of=finder.page_of,
             )
             self.run.mark("extractive_s", t)
             self.run.quoted = (key, result)
@@ -565,7 +584,7 @@ def _make_standalone(
 def _retrieve(q: _Question, k: int) -> Generator[Event, None, list[Hit] | None]:
     t = time.perf_counter()
     try:
-        hits = list(q.library.search(q.standalone, k=k, scope=q.scope))
+        hits = list(q.library.search(q.standalone, k=k, scope=q.scope, lead=ANSWER_LEAD))
     except LecternError as exc:
         yield ErrorEvent(exc)
         return None
@@ -605,6 +624,8 @@ def _llm_reorder(
     return list(order.hits), None
 
 
+# Before the model's own text when the quote is put first (see _stream's end).
+MODEL_UNCHECKED = "The model's answer, unverified:"
 CONTEXT_RETRIES = 3  # prompts re-cut after the server says one exceeds its context
 DRAFT_AFTER_S = 1.0  # silence before the quoted answer is shown in the meantime
 
@@ -649,6 +670,11 @@ def _fit(
         dates=settings.source_dates,
         prefer_newest=settings.prefer_newest,
     )
+    cut = None
+    if settings.source_excerpts and not settings.small_to_big:
+        t = time.perf_counter()
+        cut = excerpts(q.standalone, hits, _embedder(q.library), q.finder(hits))
+        q.run.mark("excerpts_s", t)
     try:
         prompt = fit_prompt(
             q.standalone,
@@ -658,6 +684,7 @@ def _fit(
             dates=dates,
             answer_tokens=answer_tokens,
             choices=choices,
+            excerpts=cut,
         )
     except ContextTooSmallError as exc:
         q.run.warnings.insert(0, _context_warning(exc))
@@ -816,9 +843,48 @@ def _stream(
     run.mark("citations_s", t)
     run.warnings.extend(_from_answer_warnings(report.warnings))
     mode = "declined" if report.refusal else "generated"
+    answer, citations = report.answer, report.citations
     if report.refusal:
         q.note_still_indexing()
-    yield from q.finish(report.answer, mode, report.citations, sources, model, save=not q.cancelled)
+    elif not q.cancelled and (not report.citations or report.unverified):
+        # A model's answer is never worse than the quote: one that cites nothing, or
+        # whose figures or names its cited source lacks, follows the quote, marked; when
+        # no passage answers the question, the decline is what comes first.
+        quoted = q.quote(sources)
+        answer = f"{quoted.text}\n\n{MODEL_UNCHECKED} {strip_citations(report.answer)}"
+        citations = quoted.citations
+        mode = "declined" if quoted.declined else "extractive"
+        why = (
+            "cites no source"
+            if not report.citations
+            else "has a figure or name its cited source lacks"
+        )
+        first = (
+            "no passage of them seems to answer the question, which comes first"
+            if quoted.declined
+            else "the passage quoted from them comes first"
+        )
+        run.warnings.insert(
+            0,
+            _warning(
+                WarningKind.QUOTED_FIRST,
+                f"{model}'s answer could not be checked against your documents (it {why}), "
+                f"so {first}; the model's text follows it, unverified.",
+            ),
+        )
+    if mode == "generated" and not q.cancelled and q.quote(sources).declined:
+        # A near miss: the model answers with the nearby fact ("What did Wilson call
+        # for?" answered with Heath's call, cited). The quote's decline model found no
+        # passage that answers the question; say so beside the cited answer.
+        run.warnings.insert(
+            0,
+            _warning(
+                WarningKind.WEAK_EVIDENCE,
+                "No passage of your documents seems to answer this question itself; the "
+                "answer may rest on a nearby fact. Check it against the cited passages.",
+            ),
+        )
+    yield from q.finish(answer, mode, citations, sources, model, save=not q.cancelled)
     return None
 
 

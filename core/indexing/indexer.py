@@ -66,6 +66,13 @@ KEYWORD_COST_RATIO = 20.0
 # While files keep coming, writing pauses this often for a keyword refresh.
 WRITE_SLICE_S = 1.0
 HASH_BLOCK = 1 << 20
+# A library without vectors chooses its model by its first files' language
+# (core/indexing/model_switch.py): the run holds them back (not yet keyword-searchable)
+# until this many passages are read, or this many files, or the run has no more. A
+# hundred passages tell a share within about ±10 points (binomial, 95 %), enough to tell
+# a German library from an English one without holding its first files long.
+SAMPLE_PASSAGES = 100
+SAMPLE_FILES = 16
 
 
 def file_hash(path: str) -> str:
@@ -158,6 +165,8 @@ class _RunState:
     # Between units of work: the throttle's pace; False when the run was cancelled.
     pace: Callable[[], bool] = lambda: True
     failures: list[tuple[str, str]] = field(default_factory=list)
+    # Taken from the queue to choose the model by (Indexer._choose_model), written first.
+    held: list[PreparedFile | str | None] = field(default_factory=list)
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
             ("added", "updated", "failed", "skipped", "embedded", "reused", "gone"), 0
@@ -228,6 +237,10 @@ class Indexer:
         # How fast runs may go (always, only while the computer is idle, a CPU share);
         # the parser process's CPU counts as the indexer's.
         self.throttle = Throttle(helper_pids=lambda: (parser.worker_pid,))
+        # Set by the library while it may still choose its model by the language of its
+        # first documents (core/indexing/model_switch.py): a run that finds no vector in
+        # the library calls it with its first files' passages before writing any.
+        self.choose_model: Callable[[list[str]], None] | None = None
         # The run in progress (see not_searchable); None between runs.
         self._active: _RunState | None = None
         # Held while a run writes a file and while a deletion seen during the run is
@@ -412,6 +425,9 @@ class Indexer:
         )
         producer.start()
         try:
+            choose = self.choose_model
+            if choose is not None and not embedded:
+                self._choose_model(choose, run, prepared_queue, producer, controls)
             self._write_and_embed(run, prepared_queue, producer, controls)
         finally:
             stop_producer.set()
@@ -442,6 +458,37 @@ class Indexer:
             cancelled=controls.cancel.is_set(),
             failures=tuple(run.failures),
         )
+
+    def _choose_model(
+        self,
+        choose: Callable[[list[str]], None],
+        run: _RunState,
+        prepared_queue: queue.Queue[PreparedFile | str | None],
+        producer: threading.Thread,
+        controls: Controls,
+    ) -> None:
+        """Hold the run's first files back until their passages can tell the library's
+        language (SAMPLE_PASSAGES), and let the library choose its model by them: they
+        are then written under the configuration of the model that embeds them."""
+        passages: list[str] = []
+        while len(run.held) < SAMPLE_FILES and len(passages) < SAMPLE_PASSAGES:
+            controls.wait_if_paused()
+            if controls.cancel.is_set():
+                return
+            try:
+                item = prepared_queue.get(timeout=0.5)
+            except queue.Empty:
+                if not producer.is_alive() and prepared_queue.empty():
+                    break
+                continue
+            run.held.append(item)
+            if item is None or (isinstance(item, str) and passages):
+                break  # the end of the run, or OCR starts: judged by what was read
+            if isinstance(item, str):
+                continue  # only scans so far: nothing is searchable to hold back
+            for prepared in (item, *item.attached):
+                passages.extend(chunk.text for chunk in prepared.chunks)
+        choose(passages)
 
     def _write_and_embed(
         self,
@@ -601,7 +648,11 @@ class Indexer:
                 run.more_ready = True
                 break
             try:
-                item = prepared_queue.get(timeout=0.5 if block and not wrote else 0.0)
+                item = (
+                    run.held.pop(0)
+                    if run.held
+                    else prepared_queue.get(timeout=0.5 if block and not wrote else 0.0)
+                )
             except queue.Empty:
                 if not producer.is_alive() and prepared_queue.empty():
                     finished = True

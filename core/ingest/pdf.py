@@ -27,6 +27,7 @@ from pypdf import PageObject, PasswordType, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, WrongPasswordError
 
 from core.errors import DamagedFileError, EncryptedError, NoTextError, ScannedError
+from core.ingest import pdf_tables
 from core.ingest.text import clean_inline, looks_like_title, normalize, sensible_title
 from core.records import Block, BlockKind, PageSpan, ParsedDocument, WordBox
 
@@ -112,6 +113,8 @@ class _Page:
     words: tuple[tuple[int, int, float, float, float, float], ...] = ()  # page offsets, box
     # Lines that also hold smaller text: the words set in the line's own size.
     large: dict[int, str] = field(default_factory=dict)
+    # Tables read row by row (core/ingest/pdf_tables.py): line ranges, end exclusive.
+    tables: tuple[tuple[int, int], ...] = ()
 
 
 def _effective_size(cm: Sequence[float], tm: Sequence[float], font_size: float) -> float:
@@ -327,6 +330,7 @@ def _read(path: Path) -> _Read:
     read: list[_Page] = []
     blank: list[int] = []
     images: set[int] = set()
+    maybe_tables: dict[int, str] = {}
     failures = 0
     last_error: BaseException | None = None
     for index in range(page_count):
@@ -347,9 +351,42 @@ def _read(path: Path) -> _Read:
                 images.add(index + 1)
         if text:
             read.append(_Page(index + 1, text, sizes, large=large))
+            if _may_have_table(page, text):
+                maybe_tables[index + 1] = text
     if failures == page_count and last_error is not None:
         raise DamagedFileError(f"damaged PDF: {_short_cause(last_error)}")
+    found = pdf_tables.find_tables(path, maybe_tables) if maybe_tables else {}
+    read = [_with_tables(p, found[p.number]) if p.number in found else p for p in read]
     return _Read(reader, page_count, read, blank, images)
+
+
+def _may_have_table(page: PageObject, text: str) -> bool:
+    """Whether the page is worth pdfplumber's (slow) look for tables, and small enough
+    for it to take no more than about a second."""
+    if len(text) > pdf_tables.MAX_PAGE_CHARS:
+        return False
+    try:
+        contents = page.get_contents()
+        content = contents.get_data() if contents is not None else b""
+    except MemoryError:
+        raise
+    except Exception:
+        return False
+    if len(content) > pdf_tables.MAX_CONTENT_BYTES:
+        return False
+    return pdf_tables.may_have_table(text, content)
+
+
+def _with_tables(page: _Page, tables: Sequence[pdf_tables.Table]) -> _Page:
+    """``page`` with its tables' rows in place of pypdf's reading of them."""
+    lines, origin, ranges = pdf_tables.merge(page.text.split("\n"), tables)
+    if not ranges:
+        return page
+    # A table's lines have no type size: they are never taken for headings or titles.
+    sizes = [page.sizes[o] if 0 <= o < len(page.sizes) else 0.0 for o in origin]
+    moved = {o: n for n, o in enumerate(origin) if o >= 0}
+    large = {moved[o]: words for o, words in page.large.items() if o in moved}
+    return replace(page, text="\n".join(lines), sizes=sizes, large=large, tables=tuple(ranges))
 
 
 def _no_text(read: _Read) -> bool:
@@ -457,11 +494,13 @@ def _page_blocks(
     page: int,
     line_levels: Sequence[int] = (),
     headings: list[tuple[int, str]] | None = None,
+    tables: Sequence[tuple[int, int]] = (),
 ) -> list[Block]:
     """Blocks of one page's normalised ``text`` (which starts at ``offset``).
 
     ``line_levels[i]`` is the heading level of line ``i`` (0: not a heading);
-    ``headings`` is the open heading path, carried from page to page and updated here."""
+    ``headings`` is the open heading path, carried from page to page and updated here;
+    ``tables`` are the line ranges (end exclusive) of tables, one block each."""
     if headings is None:
         headings = []
     lines: list[tuple[int, str]] = []
@@ -486,7 +525,11 @@ def _page_blocks(
     only_titles = False  # the running block is title-like lines only
     heading_at = -1  # the running heading: its level while lines of it continue
     heading_level = 0
+    table_end = dict(tables)
+    skip_to = 0
     for index, (at, raw) in enumerate(lines):
+        if index < skip_to:
+            continue
         line = raw.strip()
         level = line_levels[index] if index < len(line_levels) else 0
         line_start = at + (len(raw) - len(raw.lstrip()))
@@ -498,6 +541,16 @@ def _page_blocks(
             headings.append((heading_level, title))
             blocks.append(Block(BlockKind.HEADING, offset + heading_at, offset + end, path(), page))
             heading_at, heading_level = -1, 0
+        if index in table_end:
+            if start >= 0:
+                close(start, end)
+            start, prev = -1, ""
+            skip_to = table_end[index]
+            last_at, last = lines[skip_to - 1]
+            blocks.append(
+                Block(BlockKind.TABLE, offset + at, offset + last_at + len(last), path(), page)
+            )
+            continue
         if not line:
             if start >= 0:
                 close(start, end)
@@ -566,7 +619,9 @@ def _assemble(
             else 0
             for n, (line, size) in enumerate(zip(page.text.split("\n"), page.sizes, strict=False))
         ]
-        blocks.extend(_page_blocks(page.text, offset, page.number, line_levels, headings))
+        blocks.extend(
+            _page_blocks(page.text, offset, page.number, line_levels, headings, page.tables)
+        )
         words.extend(
             WordBox(page.number, offset + s, offset + e, x0, y0, x1, y1)
             for s, e, x0, y0, x1, y1 in page.words

@@ -55,6 +55,7 @@ MODES = ("hybrid", "bm25", "dense")
 _CHUNKS_PER_DOCUMENT = 3
 _MAX_CHUNKS_PER_DOCUMENT = 64
 MAX_PER_DOCUMENT = 2
+ANSWER_LEAD = 3  # the best document's passages an answer reads first (``diversified``)
 
 
 @dataclass(frozen=True)
@@ -84,21 +85,28 @@ def _document_ranks(
 
 
 def diversified(
-    documents: Sequence[tuple[int, float]], found: Candidates, k: int
+    documents: Sequence[tuple[int, float]], found: Candidates, k: int, lead: int = 0
 ) -> list[tuple[int, float]]:
     """Up to ``k`` (chunk, document score): each document's best chunk in document order,
     then a second chunk of each in the same order; more of one document only when it is
     the only one found. A document's chunks are ordered by their best place in either
-    list."""
+    list. ``lead``: the best document's first chunks, up to that many, come first (an
+    answer: keyword and meaning search often put different passages of the right
+    document first, a table's row and its section's opening, and one place each is
+    not enough)."""
     chunks_of = found.passages
     documents = [(d, s) for d, s in documents if d in chunks_of]
     per_document = MAX_PER_DOCUMENT if len(documents) > 1 else k
     out: list[tuple[int, float]] = []
+    if lead and documents:
+        doc, score = documents[0]
+        out.extend((chunk, score) for chunk in chunks_of[doc][: min(lead, k)])
+    taken = {chunk for chunk, _ in out}
     for turn in range(per_document):
         for doc, score in documents:
             if len(out) >= k:
                 return out
-            if turn < len(chunks_of[doc]):
+            if turn < len(chunks_of[doc]) and chunks_of[doc][turn] not in taken:
                 out.append((chunks_of[doc][turn], score))
     return out
 
@@ -267,8 +275,15 @@ class Retriever:
         return self._second_stage
 
     def search(
-        self, query: str, k: int = 6, mode: str = "hybrid", filters: SearchFilters | None = None
+        self,
+        query: str,
+        k: int = 6,
+        mode: str = "hybrid",
+        filters: SearchFilters | None = None,
+        lead: int = 0,
     ) -> list[Hit]:
+        """The best ``k`` passages, diversified over documents (``lead``: see
+        ``diversified``)."""
         if mode not in MODES:
             raise LecternError(f"Unknown search mode {mode!r}.", f"Use one of: {', '.join(MODES)}.")
         filters = filters or SearchFilters()
@@ -281,7 +296,8 @@ class Retriever:
             # list down; they are asked only when no passage holds the question's words.
             found = self.candidate_lists(query, "bm25", filters)
             if found.bm25:
-                return self._hits(diversified(self.rank_documents(found, "bm25"), found, k), found)
+                ranked = self.rank_documents(found, "bm25")
+                return self._hits(diversified(ranked, found, k, lead), found)
         found = self.candidate_lists(query, mode, filters)
         ranked = self.rank_documents(found, mode)
         stage: dict[int, bool] = {}
@@ -290,7 +306,7 @@ class Retriever:
             ranked, rescored = self.rerank(query, ranked, found, second_stage)
             if len(fused) >= 2 and second_stage.weight != 0.0:
                 stage = {d: i < rescored for i, (d, _) in enumerate(fused[: second_stage.depth])}
-        return self._hits(diversified(ranked, found, k), found, stage)
+        return self._hits(diversified(ranked, found, k, lead), found, stage)
 
     def rerank(
         self, query: str, ranked: list[tuple[int, float]], found: Candidates, params: RerankParams

@@ -22,6 +22,7 @@ from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QGuiApplication
 
 from core.config import Settings
+from core.generation.qa import MODEL_UNCHECKED
 from desktop.backend import Backend
 from desktop.main_window import MainWindow
 from desktop.theme import Theme
@@ -380,9 +381,13 @@ def test_stream_cut_keeps_the_partial_answer_marked_incomplete(
     window = open_window(url=fake_ollama.url, copy_from=indexed[0])
     turn = ask_with_the_server_dying(qtbot, window, fake_ollama)
     view = turn.turn
-    assert view.mode == "generated" and view.answer.startswith("Receipts are required")
-    assert "follows" not in view.answer
-    assert "incomplete" in warning_kinds(turn)
+    # Cut before it cited anything: the quote comes first, the partial answer after it,
+    # marked (issue 44: a model's answer is never worse than the quote).
+    quote, _, own = view.answer.partition(MODEL_UNCHECKED)
+    assert view.mode == "extractive" and quote.strip() and view.citations
+    assert own.strip().startswith("Receipts are required") and "follows" not in own
+    assert {"incomplete", "quoted_first"} <= set(warning_kinds(turn))
+    assert "answer unverified" in turn.badge.text()
     assert turn.error_box.isHidden()
 
 

@@ -81,6 +81,21 @@ def test_a_citation_supports_its_sentence_by_the_gold_answer_or_half_its_words()
         _citation(hit, second, "The Morteratsch glacier retreated 2.9 kilometres [1]."),
         ("2.9 kilometres",),
     )
+    # Half the words, the subject swapped: "Heath called for …" does not support "Wilson
+    # called for …" (issue 44, a 1.5B model's near miss passed as supported).
+    heath = "In 1970 Edward Heath called for Israel to withdraw to its 1967 borders."
+    assert not citation_supported(
+        _citation(
+            _hit("/docs/uk.txt", heath), heath, "In 1970 Wilson called for Israel to withdraw [1]."
+        ),
+        (),
+    )
+    assert citation_supported(
+        _citation(
+            _hit("/docs/uk.txt", heath), heath, "In 1970 Heath called for Israel to withdraw [1]."
+        ),
+        (),
+    )
 
 
 def test_score_answer_counts_correct_wrong_refused_and_cited() -> None:

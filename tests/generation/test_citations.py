@@ -310,11 +310,122 @@ def test_citation_forms_real_models_write_are_read_and_the_tag_never_shown() -> 
         "Rollo led the Vikings (Source 1).",
         "Rollo led the Vikings 【1†source】.",
         "Rollo led the Vikings [^1].",
+        # Copied in square brackets (Qwen2.5-Coder 1.5B): it was shown "[[source- n=1]]".
+        f"Rollo led the Vikings [[source-{tag} n=1]].",
+        f"Rollo led the Vikings [source-{tag} n=1].",
+        # Mangled past reading its number: removed, the sentence left uncited.
     ):
         report = verify_answer(written, [source], tag=tag)
         assert report.answer == "Rollo led the Vikings [1].", written
         assert [c.n for c in report.citations] == [1]
         assert tag not in report.answer and "no_citations" not in {w.kind for w in report.warnings}
+
+
+def test_a_marker_without_its_number_is_removed_not_shown() -> None:
+    source = make_hit("Rollo led the Vikings who settled in Normandy in 911.", chunk_id=42)
+    tag = "c2cb51d1"
+    for written in (
+        f"Rollo led the Vikings <<source-{tag}>>.",
+        f"Rollo led the Vikings [[source-{tag}]].",
+    ):
+        report = verify_answer(written, [source], tag=tag)
+        assert report.answer == "Rollo led the Vikings.", written
+        assert "source" not in report.answer and "[[" not in report.answer
+
+
+def test_a_reworded_refusal_is_a_refusal(normans: list[Hit]) -> None:
+    for written in (
+        "The sources do not contain the answer to this question.",
+        "The provided context does not mention the population of Normandy today.",
+        "I could not find this in the documents.",
+        "The documents don't say.",
+        "There is no information about Rollo's children in the sources.",
+    ):
+        report = verify_answer(written, normans)
+        assert report.refusal, written
+        assert not report.citations and not report.warnings, written
+    for answer in (
+        "The sources do not say when, but Rollo led the Vikings [1].",
+        "Rollo led the Vikings [1].",
+        "The sources do not name his father; his mother was Poppa [1].",
+    ):
+        assert not verify_answer(answer, normans).refusal, answer
+
+
+# Findings of issue 44 with a 1.5B model: support that only shared half the words.
+HEATH = make_hit(
+    "In 1970 Prime Minister Edward Heath called for Israel to withdraw to its 1967 borders. "
+    "Harold Wilson, then leader of the opposition, said little on the question.",
+    chunk_id=11,
+    path="/docs/uk_and_israel.txt",
+)
+LIBRARY = make_hit(
+    "Harvard University\n\nThe Harvard Library holds over 18 million volumes across more "
+    "than 70 libraries. The American Library Association counts it the largest academic "
+    "library in the United States.",
+    chunk_id=12,
+    path="/docs/harvard.txt",
+)
+
+
+def test_swapped_subjects_are_not_supported(embedder: Embedder) -> None:
+    report = verify_answer(
+        "Harold Wilson called for Israel to withdraw to its 1967 borders in 1970 [1].",
+        [HEATH],
+        embedder,
+    )
+    assert report.unverified == ("Wilson",)
+    assert report.citations and report.citations[0].spans == ()  # no passage shown as evidence
+    right = verify_answer(
+        "Edward Heath called for Israel to withdraw to its 1967 borders in 1970 [1].",
+        [HEATH],
+        embedder,
+    )
+    assert right.unverified == () and right.citations[0].spans
+
+
+def test_a_title_line_is_never_the_evidence(embedder: Embedder) -> None:
+    report = verify_answer("It is at Harvard University [1].", [LIBRARY], embedder)
+    assert report.citations
+    assert all(sp.text.strip() != "Harvard University" for sp in report.citations[0].spans)
+
+
+def test_one_citation_after_several_sentences_covers_what_its_source_holds(
+    embedder: Embedder,
+) -> None:
+    report = verify_answer(
+        "The Harvard Library holds over 18 million volumes. It has more than 70 libraries. "
+        "The American Library Association counts it the largest academic library [1].",
+        [LIBRARY],
+        embedder,
+    )
+    assert report.unsupported == ()
+    assert len(report.citations) == 3
+    assert {w.kind for w in report.warnings} == set()
+    # A sentence its source does not hold stays uncited and is flagged.
+    other = verify_answer(
+        "The library opened a branch in Paris in 1999. "
+        "The Harvard Library holds over 18 million volumes [1].",
+        [LIBRARY],
+        embedder,
+    )
+    assert other.unsupported == ("The library opened a branch in Paris in 1999.",)
+
+
+def test_a_claim_cited_to_the_wrong_source_points_to_the_one_that_holds_it(
+    embedder: Embedder,
+) -> None:
+    report = verify_answer(
+        "The Harvard Library holds over 18 million volumes [1].", [HEATH, LIBRARY], embedder
+    )
+    assert [c.n for c in report.citations] == [2]
+    assert "18 million" in report.citations[0].quote
+    assert report.unverified == ()
+    nowhere = verify_answer(
+        "The Harvard Library holds over 25 million volumes [1].", [HEATH, LIBRARY], embedder
+    )
+    assert "25" in nowhere.unverified
+    assert nowhere.citations[0].spans == ()  # the wrong source's passage is not shown
 
 
 def test_numbers_match_despite_formatting() -> None:

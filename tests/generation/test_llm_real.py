@@ -20,7 +20,15 @@ from bench.llm_server import LLMServer
 from core.config import Settings
 from core.embedding.models import load_embedder
 from core.generation.llm import OpenAICompatClient, make_client
-from core.generation.qa import DoneEvent, DraftEvent, ErrorEvent, SourcesEvent, TokenEvent, ask
+from core.generation.qa import (
+    MODEL_UNCHECKED,
+    DoneEvent,
+    DraftEvent,
+    ErrorEvent,
+    SourcesEvent,
+    TokenEvent,
+    ask,
+)
 from core.library import Library
 from tests.conftest import SHARED_DATA
 
@@ -67,6 +75,16 @@ def done_of(events: list[object]) -> DoneEvent:
     return events[-1]
 
 
+def answered(done: DoneEvent) -> bool:
+    """Written, declined, or (a 135M model seldom cites) its text after the quote, marked
+    unverified: the three ends of a model's answer."""
+    if done.mode == "extractive":
+        return any(w.kind == "quoted_first" for w in done.warnings) and MODEL_UNCHECKED in (
+            done.answer
+        )
+    return done.mode in ("generated", "declined")
+
+
 def test_a_real_model_streams_an_answer_whose_citations_are_checked(
     server: LLMServer, library: Library
 ) -> None:
@@ -76,7 +94,7 @@ def test_a_real_model_streams_an_answer_whose_citations_are_checked(
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     sources = [e for e in events if isinstance(e, SourcesEvent)][-1].hits
     assert len(tokens) > 3  # streamed, not one block
-    assert done.mode in ("generated", "declined") and done.answer.strip()
+    assert answered(done) and done.answer.strip()
     # The single-model server's own name, not the configured default "llama3.2".
     assert done.model == "SmolLM2-135M-Instruct.Q4_1"
     for citation in done.citations:  # every citation points at a source and a real span
@@ -112,7 +130,7 @@ def test_a_server_slow_to_read_the_prompt_is_waited_for_and_the_quote_shown_mean
         client = OpenAICompatClient(slow.url, first_token_timeout=0.3, prompt_timeout=600.0)
         events = answer(library, "What century did the Normans first gain their identity?", client)
     done = done_of(events)
-    assert done.mode in ("generated", "declined"), done.warnings
+    assert answered(done), done.warnings
     assert float(done.timings["first_token_s"] or 0) > 0.3
     drafts = [e for e in events if isinstance(e, DraftEvent)]
     first_token = next(i for i, e in enumerate(events) if isinstance(e, TokenEvent))
@@ -130,7 +148,7 @@ def test_a_small_context_is_read_from_the_server_and_the_prompt_cut_to_fit(
         events = answer(library, "Who was the duke in the battle of Hastings?", client, k=8)
         done = done_of(events)
         assert not any(isinstance(e, ErrorEvent) for e in events)
-        assert done.mode in ("generated", "declined")
+        assert answered(done)
         assert any(w.kind == "sources_trimmed" for w in done.warnings)
         assert 1 <= int(done.timings["sources_sent"] or 0) < 8
 
@@ -159,7 +177,7 @@ def test_a_server_killed_mid_answer_keeps_the_partial_answer(library: Library) -
             ):
                 doomed.stop()
     done = done_of(events)
-    assert done.mode == "generated" and done.answer.strip()
+    assert answered(done) and done.mode != "declined" and done.answer.strip()
     assert any(w.kind == "incomplete" for w in done.warnings)
 
 

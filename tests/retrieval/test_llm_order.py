@@ -18,6 +18,7 @@ from core.generation.llm import OllamaClient
 from core.generation.qa import SourcesEvent
 from core.library import Library
 from core.retrieval.llm_order import LLM_RERANK_CANDIDATES, parse_order
+from core.retrieval.search import ANSWER_LEAD
 from tests.fake_ollama import FakeOllama, Messages, default_answer, sources_in
 from tests.generation.test_ask import NOTE, done_of, qa_library, run  # noqa: F401 - the module's library
 from tests.helpers import write_files
@@ -55,7 +56,8 @@ def test_off_by_default_no_ordering_request(
 
 
 def test_the_model_puts_the_candidates_in_order(ordering: Library, fake_ollama: FakeOllama) -> None:
-    searched = ordering.search(QUESTION, k=LLM_RERANK_CANDIDATES)
+    # As an answer searches: the best document's passages lead (ANSWER_LEAD).
+    searched = ordering.search(QUESTION, k=LLM_RERANK_CANDIDATES, lead=ANSWER_LEAD)
     assert len(searched) >= 5
     # The model prefers the fifth passage search found, then the second.
     fake_ollama.answer = lambda m: "5, 2" if _is_rerank(m) else default_answer(m)
@@ -74,13 +76,16 @@ def test_the_model_puts_the_candidates_in_order(ordering: Library, fake_ollama: 
     assert asked[0].options["num_predict"] <= 64
     # The answer is written from the first k of the new order, [1] the model's choice.
     assert len(sources_in(fake_ollama.last_chat.messages)) == len(sources) == 3
-    assert sources_in(fake_ollama.last_chat.messages)[0].strip() in searched[4].text
+    # (sent as the passage's sentences around the question: each piece is its own words)
+    first = sources_in(fake_ollama.last_chat.messages)[0]
+    whole = " ".join(searched[4].text.split())
+    assert all(" ".join(p.split()) in whole for p in first.split("…") if p.strip())
 
 
 def test_a_reply_without_numbers_keeps_search_order_and_says_so(
     ordering: Library, fake_ollama: FakeOllama
 ) -> None:
-    searched = ordering.search(QUESTION, k=6)
+    searched = ordering.search(QUESTION, k=6, lead=ANSWER_LEAD)
     fake_ollama.answer = lambda m: "I think they all help." if _is_rerank(m) else default_answer(m)
     events = run(ordering, QUESTION, client=OllamaClient(fake_ollama.url))
     sources = next(e for e in events if isinstance(e, SourcesEvent)).hits
