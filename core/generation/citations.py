@@ -109,7 +109,7 @@ _MARKER_END = re.compile(r"(?:[<‹«]{1,2}|\[{1,2})\s*/?\s*end[-\w]*\s*(?:[>›
 # A marker the model mangled past reading its number ("<<source-c2cb51d1>>"): removed, so
 # nothing of the prompt's scaffolding reaches the answer.
 _MARKER_LEFT = re.compile(
-    r"[ \t]*(?:[<‹«]{1,2}|\[{1,2})\s*source(?:-[0-9a-f]*)?\b[^<>\[\]\n]{0,400}?(?:[>›»]{1,2}|\]{1,2})",
+    r"[ \t]*(?:[<‹«]{1,2}|\[{1,2})\s*source-[0-9a-f]{4,}\b[^<>\[\]\n]{0,400}?(?:[>›»]{1,2}|\]{1,2})",
     re.IGNORECASE,
 )
 _PAREN_CITE = re.compile(
