@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import typing
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 from platformdirs import user_data_dir
 
 from core.errors import ConfigError
+from core.private import make_private_dir, write_private
 
 APP_NAME = "Lectern"
 # core.embedding.models.DEFAULT_MODEL_ID (not imported: it loads numpy and the model code).
@@ -44,7 +47,7 @@ def data_dir() -> Path:
         Path(override).expanduser() if override else Path(user_data_dir(APP_NAME, appauthor=False))
     )
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        make_private_dir(path)
     except OSError as exc:
         where = f"{path} (LECTERN_HOME)" if override else str(path)
         problem = (
@@ -173,9 +176,8 @@ class Settings:
             # Written, the default would read back as the person's choice, and a new
             # library could no longer start with the model its documents call for.
             del data["embedding_model"]
-        tmp = self.settings_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-        os.replace(tmp, self.settings_path)
+        # Private: it may hold an API key.
+        write_private(self.settings_path, json.dumps(data, indent=2))
 
     def with_changes(self, **changes: object) -> Settings:
         if "embedding_model" in changes:
@@ -283,8 +285,8 @@ def _checked_value(name: str, value: object, default: object, path: Path) -> Any
             f" ({json.dumps(list(default) if isinstance(default, tuple) else default)}).",
         )
 
-    if default is MISSING:  # every setting has a default; keep the value as is
-        return value
+    if default is MISSING:  # every setting has a default; typed all the same
+        return _typed(name, value, bad)
     choices = _llm_kinds() if name == "llm_kind" else TEXT_CHOICES.get(name)
     if choices is not None and value not in choices:
         words = [f'"{c}"' for c in choices]
@@ -323,4 +325,23 @@ def _checked_value(name: str, value: object, default: object, path: Path) -> Any
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad('a list of patterns in quotes, like ["*.bak"]')
         return tuple(value)
-    return value
+    return _typed(name, value, bad)
+
+
+def _typed(name: str, value: object, bad: Callable[[str], ConfigError]) -> Any:
+    """``value`` as the type the setting is declared with (core/records.py
+    record_from_json): a setting of a kind not checked above (a tuple, an enum, a record)
+    is never kept as the list or text JSON gives."""
+    from core.records import record_from_json as from_json
+    from core.records import record_to_json as to_json
+
+    kind = typing.get_type_hints(Settings)[name]
+    try:
+        return from_json(kind, value)
+    except ValueError:
+        raise bad(f"a value of the form {json.dumps(to_json(_default_of(name)))}") from None
+
+
+def _default_of(name: str) -> object:
+    f = next(f for f in fields(Settings) if f.name == name)
+    return f.default_factory() if f.default_factory is not MISSING else f.default

@@ -58,6 +58,7 @@ from core.indexing.reembed import ReembedStatus
 from core.indexing.scan import normalize_folder
 from core.ingest.ocr import OcrOptions
 from core.ingest.sandbox import ParserPool
+from core.private import make_private_dir, shared, tighten
 from core.records import (
     Collection,
     Conversation,
@@ -71,6 +72,7 @@ from core.records import (
     RecoveryNotice,
     Scope,
     SearchFilters,
+    Turn,
     WordBox,
 )
 from core.retrieval.fusion import LibraryCalibration, SurerList, fusion_params
@@ -93,10 +95,22 @@ _RECOVERY_KEY = "recovery_log"  # meta: the last repairs made at open, for `lect
 KEYWORD_FILE = "keyword.duckdb"
 
 
+class ConversationReader(Protocol):
+    """What the read-only commands read of the kept conversations: the store itself, or
+    the running Lectern's over its socket (:class:`core.ipc.client.RemoteConversations`)."""
+
+    def require(self, conversation_id: int) -> Conversation: ...
+
+    def turns(self, conversation_id: int) -> list[Turn]: ...
+
+    # Last: below it, ``list`` in this class names the method, not the type.
+    def list(self, limit: int = 100) -> list[Conversation]: ...
+
+
 class LibraryReader(Protocol):
-    """What the read-only commands (``search``, ``status``, ``files``) need of a library,
-    whether this process opened it (:class:`Library`) or another process holds it and
-    answers over its socket (:class:`core.ipc.RemoteLibrary`)."""
+    """What the read-only commands (``search``, ``status``, ``files``, ``conversations``)
+    need of a library, whether this process opened it (:class:`Library`) or another
+    process holds it and answers over its socket (:class:`core.ipc.RemoteLibrary`)."""
 
     @property
     def recovery_notices(self) -> Sequence[RecoveryNotice]: ...
@@ -117,6 +131,13 @@ class LibraryReader(Protocol):
         *,
         scope: Scope | None = None,
     ) -> list[Hit]: ...
+
+    @property
+    def conversations(self) -> ConversationReader: ...
+
+    def search_conversations(self, query: str, limit: int = 100) -> list[ConversationMatch]: ...
+
+    def export_conversation(self, conversation_id: int) -> str: ...
 
     def close(self) -> None: ...
 
@@ -140,7 +161,9 @@ class Library:
         ModelNotReadyError instead of loading it, so searches and quoted answers never
         wait seconds for a model that is on its way."""
         self.settings = settings or load_settings()
-        self.settings.home.mkdir(parents=True, exist_ok=True)
+        # Private whatever the umask of a program using the library as a module: the
+        # folder is what keeps DuckDB's own files (made by its umask) from other accounts.
+        make_private_dir(self.settings.home)
         self._embedder = embedder
         # A model handed over at open is the caller's choice, as one named in settings.json:
         # the library does not choose another by its documents' language.
@@ -159,6 +182,10 @@ class Library:
         self._defer_model = defer_model
         self._language_mix: tuple[int, LanguageMix] | None = None  # (chunks then, mix)
         self.db, notices = open_database(self.settings.db_path)
+        # Once the library is this process's: a command refused as busy leaves it, and
+        # its one line, to the process that opens it.
+        was_shared = shared(self.settings.home)
+        tightened = tighten(self.settings.home)
         self.read_only = self.db.read_only
         # What was repaired at open, for the user to be told once (the CLI on standard
         # error, the app in its status bar); `lectern status` shows the recent ones.
@@ -168,6 +195,10 @@ class Library:
         self._chunker: Chunker | None = None
         self._retriever: Retriever | None = None
         self._open_record(notices)
+        if was_shared and tightened:
+            # Only when the folder itself was open: inside a 0700 folder, a file left
+            # 0644 (by DuckDB under a program's own umask) was never readable by others.
+            self._notice(_made_private(tightened))
         # Values of settings.json out of range, said once with the value used instead
         # (core/config.py); not kept as repairs: the file says so until it is changed.
         self.recovery_notices[:0] = [
@@ -315,12 +346,14 @@ class Library:
             self.store.add_folders(self.backup.load_folders())
             self.conversations.restore(self.backup.load_conversations())
             self._restore_collections()
-        elif not self.backup.exists() or self.backup.unreadable():
-            # A first open, or a backup file cut short or garbled: written again from
-            # the record now, while the record is whole.
+        elif not self.backup.exists() or self.backup.set_aside_unreadable():
+            # A first open, or a backup file cut short or garbled (set aside, never
+            # written over): written again from the record now, while the record is whole.
             self.backup.save_folders(self.folders())
             self.backup.save_collections([c.to_json() for c in self.collections()])
             self.conversations.back_up_all()
+        for notice in self.backup.take_notices():
+            self._notice(notice)
 
     def _refresh_keywords_at_open(self) -> None:
         try:
@@ -1097,9 +1130,22 @@ class Library:
                     )
             self.parser.close()
             self.db.close()
+        # What DuckDB made this session under a program's own umask is private at rest too.
+        tighten(self.settings.home)
 
     def __enter__(self) -> Library:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _made_private(count: int) -> RecoveryNotice:
+    """The one line said when opening took other accounts' access off the library."""
+    things = "file or folder" if count == 1 else "files and folders"
+    verb = "is" if count == 1 else "are"
+    return RecoveryNotice(
+        "made_private",
+        f"Made your library private: {count:,} {things} other accounts on this computer "
+        f"could read {verb} now yours alone.",
+    )

@@ -8,11 +8,16 @@ the exact characters and page the user should see highlighted.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import functools
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from core.ingest.formats import FORMATS
 
@@ -532,6 +537,8 @@ class IndexReport:
     elapsed_s: float = 0.0
     cancelled: bool = False
     failures: tuple[tuple[str, str], ...] = field(default=())
+    # Of ``skipped``, the empty files: said once as a count, not file by file.
+    empty: int = 0
 
 
 @dataclass(frozen=True)
@@ -570,6 +577,7 @@ class Turn:
     sources: tuple[dict[str, Any], ...]
     citations: tuple[dict[str, Any], ...]
     warnings: tuple[dict[str, Any], ...]
+    state: str = "done"  # TurnState: whether the answer was finished
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -583,7 +591,35 @@ class Turn:
             "sources": list(self.sources),
             "citations": list(self.citations),
             "warnings": list(self.warnings),
+            "state": self.state,
         }
+
+    @property
+    def state_note(self) -> str:
+        """What the state says to the person ("" for a finished answer)."""
+        return TURN_STATE_NOTES.get(self.state, "")
+
+
+class TurnState:
+    """Where a kept turn's answer got to. A turn is stored when its question is asked
+    (``IN_PROGRESS``) and updated when its answer ends; one still in progress when the
+    library is opened again was cut off by the end of the process answering it."""
+
+    IN_PROGRESS = "in_progress"
+    DONE = "done"
+    STOPPED = "stopped"  # the person stopped it (Esc, Ctrl+C)
+    FAILED = "failed"  # an error ended it
+    CUT_OFF = "cut_off"  # Lectern ended (closed, killed, crashed) while it was written
+
+    ALL = (IN_PROGRESS, DONE, STOPPED, FAILED, CUT_OFF)
+
+
+TURN_STATE_NOTES = {
+    TurnState.IN_PROGRESS: "The answer is still being written.",
+    TurnState.STOPPED: "Stopped before the answer was finished.",
+    TurnState.FAILED: "The answer failed before it was finished.",
+    TurnState.CUT_OFF: "Lectern was closed before this answer was finished.",
+}
 
 
 @dataclass(frozen=True)
@@ -723,3 +759,187 @@ def _and(items: Any) -> str:
 # What the app calls each search mode (the Search tab offers the first two); the library
 # check's table and advice name them the same way.
 MODE_NAMES = {"hybrid": "Words and meaning", "bm25": "Exact words", "dense": "Meaning only"}
+
+
+# --- records to JSON and back ----------------------------------------------------------
+#
+# ``dataclasses.asdict`` and ``json.dumps`` keep a record's values but not their types: an
+# enum comes back as its text, a tuple as a list, a nested record as a dict, a time as a
+# string. A record rebuilt with ``Record(**data)`` then holds a ``str`` where its code
+# expects a ``DocState`` (``'str' object has no attribute 'value'``, far from the cause).
+# ``record_from_json`` rebuilds each field by its annotation instead (records, enums,
+# fixed and open tuples, lists, dicts, unions with None, datetime, Path, numbers, text,
+# booleans; ``Any`` kept as read), and refuses a value of the wrong kind with a
+# ValueError naming where it is. A field missing from the JSON takes its default; keys
+# the record lacks are ignored (a file from a newer version).
+
+T = TypeVar("T")
+
+
+def record_to_json(value: object) -> Any:
+    """``value`` as plain JSON values (dicts, lists, text, numbers, booleans, None)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: record_to_json(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.init
+        }
+    if isinstance(value, Enum):
+        return record_to_json(value.value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(record_to_json(k)): record_to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [record_to_json(v) for v in value]
+    return value
+
+
+def record_from_json(kind: type[T], data: object) -> T:
+    """``data`` (as ``json.loads`` gives it) as a ``kind``; ValueError when it is not one."""
+    return typing.cast(T, _json_value(kind, data, kind.__name__))
+
+
+@functools.cache
+def _json_hints(cls: type) -> dict[str, Any]:
+    # Resolved once per record: annotations are strings under `from __future__ import
+    # annotations`, looked up in the record's own module.
+    return typing.get_type_hints(cls)
+
+
+def _json_bad(where: str, expected: str, data: object) -> ValueError:
+    shown = repr(data)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return ValueError(f"{where}: expected {expected}, not {shown}")
+
+
+def _json_value(kind: Any, data: object, where: str) -> object:
+    if kind is Any or kind is object:
+        return data
+    if kind is type(None) or kind is None:
+        if data is not None:
+            raise _json_bad(where, "null", data)
+        return None
+    origin = typing.get_origin(kind)
+    if origin is typing.Union or origin is types.UnionType:
+        return _json_union(typing.get_args(kind), data, where)
+    if origin is typing.Literal:
+        if data not in typing.get_args(kind):
+            raise _json_bad(where, f"one of {typing.get_args(kind)}", data)
+        return data
+    if origin is not None:
+        return _json_generic(origin, typing.get_args(kind), data, where)
+    if isinstance(kind, type):
+        if dataclasses.is_dataclass(kind):
+            return _json_record(kind, data, where)
+        if issubclass(kind, Enum):
+            try:
+                return kind(data)
+            except ValueError:
+                raise _json_bad(where, f"a {kind.__name__}", data) from None
+        return _json_scalar(kind, data, where)
+    raise ValueError(f"{where}: cannot read a value of type {kind!r}")
+
+
+def _json_union(options: tuple[Any, ...], data: object, where: str) -> object:
+    if data is None and type(None) in options:
+        return None
+    problems: list[str] = []
+    for option in options:
+        if option is type(None):
+            continue
+        try:
+            return _json_value(option, data, where)
+        except ValueError as exc:
+            problems.append(str(exc))
+    raise ValueError(problems[0] if len(problems) == 1 else f"{where}: none of {options} fits")
+
+
+def _json_generic(origin: Any, args: tuple[Any, ...], data: object, where: str) -> object:
+    if origin is tuple or origin in (list, set, frozenset, Sequence):
+        if not isinstance(data, list | tuple):
+            raise _json_bad(where, "a list", data)
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(args) != len(data):
+                raise _json_bad(where, f"a list of {len(args)}", data)
+            return tuple(
+                _json_value(a, v, f"{where}[{i}]")
+                for i, (a, v) in enumerate(zip(args, data, strict=True))
+            )
+        item = args[0] if args else Any
+        items = [_json_value(item, v, f"{where}[{i}]") for i, v in enumerate(data)]
+        if origin in (list, Sequence):
+            return items if origin is list else tuple(items)
+        return origin(items)
+    if origin in (dict, Mapping):
+        if not isinstance(data, dict):
+            raise _json_bad(where, "an object", data)
+        key, value = args if args else (Any, Any)
+        return {
+            _json_key(key, k, where): _json_value(value, v, f"{where}[{k!r}]")
+            for k, v in data.items()
+        }
+    raise ValueError(f"{where}: cannot read a value of type {origin!r}")
+
+
+def _json_key(kind: Any, key: str, where: str) -> object:
+    """A JSON object's key (always text) as the dict's key type."""
+    if kind is int:
+        try:
+            return int(key)
+        except ValueError:
+            raise _json_bad(where, "whole-number keys", key) from None
+    return _json_value(kind, key, f"{where} key")
+
+
+def _json_record(cls: type, data: object, where: str) -> object:
+    if not isinstance(data, dict):
+        raise _json_bad(where, f"a {cls.__name__} object", data)
+    hints = _json_hints(cls)
+    values: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if f.name in data:
+            values[f.name] = _json_value(hints[f.name], data[f.name], f"{where}.{f.name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{where}: {f.name} is missing")
+    return cls(**values)
+
+
+def _json_scalar(kind: type, data: object, where: str) -> object:
+    if kind is bool:
+        if not isinstance(data, bool):
+            raise _json_bad(where, "true or false", data)
+        return data
+    if kind is int:
+        if isinstance(data, float) and data.is_integer():
+            return int(data)  # JSON's 1e3 or 5.0: a whole number written as a float
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise _json_bad(where, "a whole number", data)
+        return data
+    if kind is float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            raise _json_bad(where, "a number", data)
+        return float(data)
+    if kind is str:
+        if not isinstance(data, str):
+            raise _json_bad(where, "text", data)
+        return data
+    if kind is datetime:
+        if not isinstance(data, str):
+            raise _json_bad(where, "a time", data)
+        try:
+            return datetime.fromisoformat(data)
+        except ValueError:
+            raise _json_bad(where, "a time", data) from None
+    if issubclass(kind, Path):
+        if not isinstance(data, str):
+            raise _json_bad(where, "a path", data)
+        return kind(data)
+    if isinstance(data, kind):
+        return data
+    raise _json_bad(where, f"a {kind.__name__}", data)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.offline import force_offline
+from core.private import private_umask
 
 
 def restore_user_library_path() -> None:
@@ -78,6 +79,9 @@ def start_after_first_paint(app: Any, start: Callable[[], None]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Before anything is written: DuckDB's files, Qt's settings and the style images are
+    # made by code that takes the umask, and the library is no one else's (core/private.py).
+    private_umask()
     restore_user_library_path()
     force_offline()
     logging.basicConfig(

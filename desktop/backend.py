@@ -35,6 +35,7 @@ from core.indexing.coordinator import (
     IndexJob,
     run_job,
 )
+from core.private import write_private
 from core.records import (
     Collection,
     Document,
@@ -111,28 +112,23 @@ def write_saved_snapshot(path: Path, snapshot: LibrarySnapshot) -> None:
         "documents": snapshot.documents,
         "embedded": snapshot.embedded,
     }
-    part = path.with_name(path.name + ".part")
-    part.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(part, path)
+    # Private: it names the person's folders and files.
+    write_private(path, json.dumps(data), durable=False)
 
 
 def read_saved_snapshot(path: Path) -> LibrarySnapshot | None:
     """The snapshot ``write_saved_snapshot`` kept; None when there is none or it is
     unreadable (it is only a preview: the open library's replaces it)."""
+    from dataclasses import replace
+
+    from core.records import record_from_json
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return LibrarySnapshot(
-            folders=tuple(FolderStatus(**f) for f in data["folders"]),
-            problems={
-                folder: tuple(Document(**d) for d in docs)
-                for folder, docs in data["problems"].items()
-            },
-            chunks=int(data["chunks"]),
-            documents=int(data["documents"]),
-            embedded=int(data["embedded"]),
-            saved=True,
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        # Typed field by field: a document's state read back as text, not a DocState,
+        # emptied the whole library panel on the first frame.
+        return replace(record_from_json(LibrarySnapshot, data), saved=True)
+    except (OSError, ValueError):
         return None
 
 

@@ -9,6 +9,7 @@ what is stored. Deleting a collection never touches its folders or files.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from core.records import Collection
@@ -43,6 +44,7 @@ class CollectionsDialog(QDialog):
         self.choices = ScopeChoices()
         self._filling = False
         self._select_after = ""  # a collection just made or renamed is selected
+        self._creating = ""  # the name of a collection being made
 
         layout = QVBoxLayout(self)
         layout.setSpacing(10)
@@ -79,6 +81,9 @@ class CollectionsDialog(QDialog):
         self.delete_button.setToolTip("Delete the selected collection (its folders stay)")
         self.delete_button.clicked.connect(self.delete)
         for button in (self.new_button, self.rename_button, self.delete_button):
+            # Enter in the name is the line edit's (New); a default button would be
+            # pressed by the same Enter and make the collection a second time.
+            button.setAutoDefault(False)
             buttons.addWidget(button)
         left.addLayout(buttons)
         columns.addLayout(left, 1)
@@ -98,6 +103,9 @@ class CollectionsDialog(QDialog):
         self.error.hide()
         layout.addWidget(self.error)
         close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        close_button = close.button(QDialogButtonBox.StandardButton.Close)
+        if close_button is not None:
+            close_button.setAutoDefault(False)  # nor would it close the dialog
         close.rejected.connect(self.close)
         layout.addWidget(close)
         backend.collections_changed.connect(self.reload)
@@ -169,16 +177,22 @@ class CollectionsDialog(QDialog):
 
     # --- changes ---------------------------------------------------------------------
 
-    def _change(self, change: Any, select: str = "") -> None:
+    def _change(
+        self, change: Any, select: str = "", then: Callable[[object], None] | None = None
+    ) -> None:
         self.error.hide()
 
         def failed(exc: BaseException) -> None:
+            if then is not None:
+                then(None)
             message, hint = describe_error(exc)
             self.error.setText(f"{message} {hint}".strip())
             self.error.show()
             self.reload()
 
-        def done(_result: object) -> None:
+        def done(result: object) -> None:
+            if then is not None:
+                then(result)
             if select:
                 self.name_edit.clear()
                 self._select_after = select
@@ -188,7 +202,14 @@ class CollectionsDialog(QDialog):
     # Not ``create``: that is QWidget's, which makes the native window.
     def create_collection(self) -> None:
         name = self.name_edit.text().strip()
-        self._change(lambda library: library.create_collection(name), select=name)
+        if not name or name == self._creating:
+            return  # a second Enter or click while the first is being written
+        self._creating = name
+
+        def made(_result: object) -> None:
+            self._creating = ""
+
+        self._change(lambda library: library.create_collection(name), select=name, then=made)
 
     def rename(self) -> None:
         current, name = self.current(), self.name_edit.text().strip()

@@ -8,6 +8,7 @@ replaces the streamed text, and its citation markers become links to the evidenc
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ from desktop.backend import Backend, ScopeChoices
 from desktop.model_probe import LLMStatus
 from desktop.qt import (
     QAction,
+    QEvent,
     QFocusEvent,
     QFrame,
     QHBoxLayout,
@@ -41,6 +43,7 @@ from desktop.qt import (
     Signal,
     named,
 )
+from desktop.rich import shorten_words
 from desktop.search_results import SearchResultsWidget, SearchView
 from desktop.theme import Palette, Theme, icon
 from desktop.turn_view import TurnWidget
@@ -79,13 +82,18 @@ def short_badge(text: str, status: LLMStatus) -> str:
     if text in SHORT_BADGES:
         return SHORT_BADGES[text]
     if status.ready and len(text) > SHORT_MODEL_CHARS:
-        # "qwen2.5:14b-instruct-q4_K_M": the name before its tag, elided if still long.
-        name = text.split(":", 1)[0]
-        return name if len(name) <= SHORT_MODEL_CHARS else name[: SHORT_MODEL_CHARS - 1] + "…"
+        # "qwen2.5:14b-instruct-q4_K_M": the name before its tag, and of a name with a
+        # path ("hf.co/user/SmolLM2-135M-Instruct-GGUF") its last part; shortened after
+        # a whole part of it ("SmolLM2-135M…", never "SmolLM2-135M-In…").
+        name = text.split(":", 1)[0].rstrip("/").rsplit("/", 1)[-1] or text
+        return shorten_words(name, SHORT_MODEL_CHARS)
     return text
 
 
 # --- the question box ------------------------------------------------------------------
+
+# The most lines the question box grows to; a longer question scrolls inside it.
+MAX_LINES = 6
 
 
 class QuestionEdit(QPlainTextEdit):
@@ -105,6 +113,7 @@ class QuestionEdit(QPlainTextEdit):
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self.setAccessibleName("Question")
+        self._fitting = False
         self._fit()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
@@ -129,9 +138,53 @@ class QuestionEdit(QPlainTextEdit):
         self.focus_changed.emit(False)
 
     def _fit(self, *_: object) -> None:
-        line = self.fontMetrics().lineSpacing()
-        lines = max(1, min(6, int(self.document().size().height())))
-        self.setFixedHeight(int(lines * line + 2 * self.document().documentMargin() + 4))
+        """As tall as the question's lines, up to MAX_LINES (then it scrolls), in whole
+        lines: the height is measured on the laid-out lines themselves, in the font the
+        style sheet gives. Reckoned from the font metrics before the style sheet's
+        larger font applied, a two-line question showed a line and a half."""
+        if self._fitting:
+            return  # laying out a block below says the document's size changed
+        self._fitting = True
+        try:
+            self._fit_lines()
+        finally:
+            self._fitting = False
+
+    def _fit_lines(self) -> None:
+        document = self.document()
+        layout = document.documentLayout()
+        # The box lays out only the lines it shows: the lines below the box's height
+        # would count as one each, and the box would stay a line short.
+        ensure = getattr(layout, "ensureBlockLayout", None)
+        lines = 0
+        line = 0.0  # one line's height, as laid out (every line has the box's one font)
+        block = document.begin()
+        while block.isValid():
+            if block.isVisible():
+                if callable(ensure) and lines <= MAX_LINES:
+                    ensure(block)
+                count = block.layout().lineCount()
+                height = layout.blockBoundingRect(block).height()
+                if count and height > 0 and not line:
+                    line = height / count
+                lines += max(1, count)  # a block not laid out yet is a line at least
+            block = block.next()
+        # Before any layout, a line is the font's height (no leading, as the layout).
+        line = line or float(self.fontMetrics().height())
+        shown = max(1, min(MAX_LINES, lines)) * line
+        frame = 2 * self.frameWidth() + self.contentsMargins().top()
+        frame += self.contentsMargins().bottom() + self.viewportMargins().top()
+        frame += self.viewportMargins().bottom()
+        # (+1: QPlainTextEdit counts a line as shown only with a pixel to spare below it,
+        # and scrolls by one otherwise.)
+        height = math.ceil(shown + 2 * document.documentMargin()) + frame + 1
+        if height != self.height():
+            self.setFixedHeight(height)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._fit()  # the style sheet's font comes after the box is made
 
 
 # --- the scope on the question box ------------------------------------------------------
@@ -192,6 +245,10 @@ class ConversationPanel(QFrame):
         # What was typed and not sent, per conversation (None: the new, unsaved one): a
         # half-typed question stays with its conversation instead of following you.
         self._drafts: dict[int | None, str] = {}
+        # The other tab's words: the search while Ask is shown, the open conversation's
+        # draft while Search is. One box serves both, and a search's words left in it
+        # became a half-typed question at Ctrl+1.
+        self._other_tab_text = ""
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -334,7 +391,11 @@ class ConversationPanel(QFrame):
     def set_search_mode(self, on: bool) -> None:
         (self.search_mode if on else self.ask_mode).setChecked(True)
 
-    def _mode_changed(self, *_: object) -> None:
+    def _mode_changed(self, _button: object, checked: bool) -> None:
+        if checked:  # the tab left reports too, unchecked: one swap per switch
+            shown, self._other_tab_text = self._other_tab_text, self.input.toPlainText()
+            self.input.setPlainText(shown)
+            self.input.moveCursor(QTextCursor.MoveOperation.End)
         self._update_state()
 
     def _update_state(self) -> None:
@@ -684,12 +745,16 @@ class ConversationPanel(QFrame):
     # --- conversations ------------------------------------------------------------------
 
     def _switch_draft(self, to: int | None) -> None:
-        """Keep the box's words with the conversation being left; bring back ``to``'s."""
-        text = self.input.toPlainText()
+        """Keep the draft with the conversation being left; bring back ``to``'s (into the
+        box in Ask; aside while Search keeps the box for its words)."""
+        text = self._other_tab_text if self.search_only else self.input.toPlainText()
         if text.strip():
             self._drafts[self.conversation_id] = text
         else:
             self._drafts.pop(self.conversation_id, None)
+        if self.search_only:
+            self._other_tab_text = self._drafts.pop(to, "")
+            return
         self.input.setPlainText(self._drafts.pop(to, ""))
         self.input.moveCursor(QTextCursor.MoveOperation.End)
 
@@ -749,31 +814,37 @@ class ConversationPanel(QFrame):
         self._stick_to_bottom = True
 
     def _add_turn(self, turn: TurnView) -> TurnWidget:
-        widget = TurnWidget(turn, self.theme)
-        widget.said_before = lambda kind: self._said_before(widget, kind)
-        widget.earlier_sources = lambda: self._earlier_sources(widget)
+        # The widget draws itself before it is known here (None): then every answer of
+        # the conversation is above it.
+        made: list[TurnWidget] = []
+        widget = TurnWidget(
+            turn,
+            self.theme,
+            said_before=lambda kind: self._said_before(made[0] if made else None, kind),
+            earlier_sources=lambda: self._earlier_sources(made[0] if made else None),
+        )
+        made.append(widget)
         widget.evidence_requested.connect(self.evidence_requested.emit)
         widget.action_requested.connect(self._turn_action)
         self._add_item(widget)
         return widget
 
-    def _said_before(self, widget: TurnWidget, kind: str) -> bool:
-        """An answer above ``widget`` carries a warning of ``kind``."""
-        for earlier in self.turns:
-            if earlier is widget:
-                return False
-            if any(k == kind for k, _ in earlier.turn.warnings):
-                return True
-        return False
-
-    def _earlier_sources(self, widget: TurnWidget) -> set[tuple[str, int, int]]:
-        """The passages the answers above ``widget`` listed."""
-        seen: set[tuple[str, int, int]] = set()
-        for earlier in self.turns:
-            if earlier is widget:
+    def _earlier(self, widget: TurnWidget | None) -> list[TurnView]:
+        """The answers above ``widget``; all of them for None (one being made)."""
+        earlier: list[TurnView] = []
+        for item in self.turns:
+            if item is widget:
                 break
-            seen.update((s.path, s.start, s.end) for s in earlier.turn.sources)
-        return seen
+            earlier.append(item.turn)
+        return earlier
+
+    def _said_before(self, widget: TurnWidget | None, kind: str) -> bool:
+        """An answer above ``widget`` carries a warning of ``kind``."""
+        return any(k == kind for turn in self._earlier(widget) for k, _ in turn.warnings)
+
+    def _earlier_sources(self, widget: TurnWidget | None) -> set[tuple[str, int, int]]:
+        """The passages the answers above ``widget`` listed."""
+        return {(s.path, s.start, s.end) for turn in self._earlier(widget) for s in turn.sources}
 
     @property
     def turns(self) -> list[TurnWidget]:
@@ -809,14 +880,29 @@ class ConversationPanel(QFrame):
             self.ask(text)
 
     def ask(self, question: str) -> None:
-        turn = TurnView(question=question, streaming=True)
+        turn = TurnView(question=question, streaming=True, rewriting=self._rewrites_followup())
         self.active_turn = self._add_turn(turn)
+        if self.conversation_id is None and not self.conversation_title:
+            # The conversation is kept from its first question, titled by it.
+            self.conversation_title = _title(question)
         self._update_state()
         if not self.backend.is_open:
             self._pending = ("ask", question)
             self._update_state()
             return
         self._start_ask(question)
+
+    def _rewrites_followup(self) -> bool:
+        """Whether the question asked now is a follow-up the model first rewrites as a
+        standalone question (core.generation.qa's first step, silent until its sources):
+        there are earlier answers in this kept conversation and a model to ask."""
+        backend = self.backend
+        return (
+            self.conversation_id is not None
+            and bool(self.turns)
+            and backend.llm_status.ready
+            and backend.settings.followup_rewrite == "model"
+        )
 
     @property
     def search_results(self) -> SearchResultsWidget | None:
@@ -845,7 +931,7 @@ class ConversationPanel(QFrame):
         # its list deleted: its answer goes nowhere.
         def found(hits: list[Any]) -> None:
             if self.search_view.holds(widget):
-                widget.set_hits(hits)
+                self._show_hits(widget, hits)
 
         def failed(exc: BaseException) -> None:
             if self.search_view.holds(widget):
@@ -872,6 +958,31 @@ class ConversationPanel(QFrame):
         if task is not None:
             task.signals.finished.connect(finished)
         self._update_state()
+
+    def _show_hits(self, widget: SearchResultsWidget, hits: list[Any]) -> None:
+        """``hits`` on their cards once the words the keyword index matched in each are
+        known (asked in the background: its stemmers are DuckDB's). Without them the
+        cards light the query's own words."""
+        if not hits:
+            widget.set_hits(hits)
+            return
+        query, texts = widget.query, [h.text for h in hits]
+
+        def matched(words: Any) -> None:
+            if self.search_view.holds(widget):
+                widget.set_hits(hits, words)
+
+        def unknown(_exc: BaseException) -> None:
+            if self.search_view.holds(widget):
+                widget.set_hits(hits)
+
+        # A library not open (any more) answers ``unknown`` at once.
+        self.backend.run(
+            lambda library, _ctx: library.keyword.matched_words(query, texts),
+            name="search words",
+            on_result=matched,
+            on_error=unknown,
+        )
 
     def _backend_ready(self) -> None:
         searched, self._keyword_search = self._keyword_search, None
@@ -950,18 +1061,28 @@ class ConversationPanel(QFrame):
         )
 
         turn = widget.turn
+        turn.rewriting = False  # anything core says comes after the rewrite
         if isinstance(event, TokenEvent):
-            if any(kind == "draft" for kind, _ in turn.warnings):
-                # The written answer replaces the quote shown while the model read.
-                turn.warnings = [w for w in turn.warnings if w[0] not in ("draft", "status")]
-                turn.answer = ""
-                turn.citations = []
+            waiting = [w for w in turn.warnings if w[0] in ("draft", "status")]
+            if waiting:
+                # The written answer has started: the quote shown while the model read
+                # goes, and so do the notes about the wait ("Reading… (1,981 of 1,981
+                # tokens)", "…replaces this when it starts"), drawn at once: the
+                # streaming redraws only the text.
+                if any(kind == "draft" for kind, _ in waiting):
+                    turn.answer = ""
+                    turn.citations = []
+                turn.warnings = [w for w in turn.warnings if w not in waiting]
+                turn.answer += event.text
+                widget.refresh()
+                return
             turn.answer += event.text
             if not self._render_timer.isActive():
                 self._render_timer.start()
             return
         if isinstance(event, SourcesEvent):
             turn.sources = [SourceView.from_hit(i, h) for i, h in enumerate(event.hits, 1)]
+            self._adopt(widget, event.conversation_id)
         elif isinstance(event, StatusEvent):
             turn.warnings = [w for w in turn.warnings if w[0] != "status"]
             turn.warnings.append(("status", event.message))
@@ -993,13 +1114,9 @@ class ConversationPanel(QFrame):
             turn.reordered_s = float(reordered) if reordered is not None else None
             turn.turn_id = event.turn_id
             turn.streaming = False
-            if event.conversation_id is not None and self.conversation_id is None:
-                self.conversation_id = event.conversation_id
-                self.search_view.rekey(None, event.conversation_id)
-                self.conversation_title = _title(turn.question)
-                self.conversation_changed.emit(self.conversation_id)
-                self._update_state()
+            self._adopt(widget, event.conversation_id)
         elif isinstance(event, ErrorEvent):
+            self._adopt(widget, event.conversation_id)
             error = event.error
             turn.error = ErrorView(
                 error.message,
@@ -1011,6 +1128,20 @@ class ConversationPanel(QFrame):
                 turn.answer = event.partial_answer
             turn.streaming = False
         widget.refresh()
+
+    def _adopt(self, widget: TurnWidget, conversation_id: int | None) -> None:
+        """The new conversation an answer on screen is kept in, once its id is known (its
+        sources come, or it ends however it ends): open here, and listed at once."""
+        if conversation_id is None or self.conversation_id is not None:
+            return
+        if widget not in self.items:
+            return  # a conversation left (Ctrl+N) while its answer was stopping
+        self.conversation_id = conversation_id
+        self.search_view.rekey(None, conversation_id)
+        self.conversation_title = _title(widget.turn.question)
+        self.conversation_changed.emit(conversation_id)
+        self.backend.refresh_conversations()
+        self._update_state()
 
     def _render_active(self) -> None:
         if self.active_turn is not None and self.active_turn.turn.streaming:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import LecternError
 from core.generation.export import plain_quote
+from core.private import session_umask
 from core.records import WordBox
 from desktop.backend import Backend, LibrarySnapshot
 from desktop.locate import _folded as folded
@@ -949,6 +950,11 @@ def original_file(path: str) -> str | None:
 
 def open_document(path: str, page: int | None = None) -> bool:
     """Open ``path`` in the system's viewer, at ``page`` where a known viewer allows it."""
+    with session_umask():
+        return _open_document(path, page)
+
+
+def _open_document(path: str, page: int | None) -> bool:
     if page and sys.platform.startswith("linux"):
         # xdg-open cannot pass a page; these readers take one on the command line.
         for program, args in (

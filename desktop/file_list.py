@@ -10,6 +10,7 @@ walks the rows per paint: each row's strings, sort keys and filter text are made
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ from core.errors import (
     ParseLimitError,
     UnsupportedFileError,
 )
+from core.ingest.text import EMPTY_FILE
+from core.private import session_umask
 from core.records import DocState, FileEntry
 from desktop.backend import Backend, LibrarySnapshot
 from desktop.qt import (
@@ -56,7 +59,8 @@ from desktop.qt import (
 )
 from desktop.rich import count_of
 from desktop.theme import Palette, Theme, icon
-from desktop.widgets import display_path
+from desktop.viewmodels import IndexingState, indexing_view
+from desktop.widgets import DetailsFold, display_path
 
 COLUMNS = ("File", "Folder", "State", "Pages", "Passages", "Indexed", "Details")
 COL_FILE, COL_FOLDER, COL_STATE, COL_PAGES, COL_PASSAGES, COL_INDEXED, COL_DETAILS = range(7)
@@ -100,6 +104,13 @@ def next_step(reason: str) -> str:
         return EncryptedError.default_hint
     if "no text" in text or "scanned" in text or "only images" in text:
         return NoTextError.default_hint
+    if text == EMPTY_FILE:
+        return "Nothing to index in it. It is read again once it has text."
+    if text.startswith("a link to"):
+        return (
+            "Lectern reads the files inside its folders, each once. To index what the link "
+            "points to, add that file's folder."
+        )
     if "damaged" in text or "empty" in text or "crashed" in text:
         return DamagedFileError.default_hint
     if "longer than" in text or "memory" in text or "nested" in text:
@@ -109,6 +120,23 @@ def next_step(reason: str) -> str:
     if "moved" in text or "disappeared" in text or "cannot be read" in text:
         return "Check that the file is still there and that you may open it, then retry."
     return "Retry it; if it keeps failing, re-save the file in another program."
+
+
+# A failure reason that ends in a program's name for the error: "damaged Word file:
+# PackageNotFoundError", "could not read (BadZipFile)". The name means nothing to a person.
+_TECHNICAL = re.compile(
+    r"(?::\s*|\s*\()"
+    r"([A-Z]\w*(?:Error|Exception)|[A-Z][A-Za-z0-9_.]*[a-z0-9][A-Z][A-Za-z0-9_]*)\)?\s*$"
+)
+
+
+def plain_reason(reason: str) -> tuple[str, str]:
+    """A file's reason in words, and the technical name it carried ("" when none) for
+    the Details fold."""
+    match = _TECHNICAL.search(reason)
+    if match is None or not reason[: match.start()].strip():
+        return reason, ""
+    return reason[: match.start()].rstrip(" :"), match.group(1)
 
 
 def status_color(status: str, palette: Palette) -> str:
@@ -144,12 +172,13 @@ class FileRow:
 def details(entry: FileEntry) -> str:
     """What the row's state means for this file, in a phrase."""
     status = entry.status
+    reason = plain_reason(entry.reason)[0]
     if status == "failed":
-        return entry.reason or "could not be read"
+        return reason or "could not be read"
     if status == "skipped":
-        return entry.reason or "not read"
+        return reason or "not read"
     if status == "waiting":
-        return "waiting to be read" + (f" (last time: {entry.reason})" if entry.reason else "")
+        return "waiting to be read" + (f" (last time: {reason})" if reason else "")
     bits: list[str] = []
     if entry.keyword_only:
         bits.append(
@@ -210,12 +239,15 @@ def make_row(entry: FileEntry) -> FileRow:
         (entry.indexed_at or 0.0, lower),
         (detail.lower(), lower),
     )
-    tip = [display_path(entry.path), words + (f": {entry.reason}" if entry.reason else "")]
+    said = plain_reason(entry.reason)[0]
+    tip = [display_path(entry.path), words + (f": {said}" if said else "")]
     if status in ("failed", "skipped"):
         tip.append(next_step(entry.reason))
     elif detail and status != "waiting":
         tip.append(detail[:1].upper() + detail[1:] + ".")
-    haystack = "\n".join((entry.path.lower(), folder.lower(), words.lower(), detail.lower()))
+    haystack = "\n".join(
+        (entry.path.lower(), folder.lower(), words.lower(), detail.lower(), entry.reason.lower())
+    )
     return FileRow(entry, cells, keys, "\n".join(tip), haystack)
 
 
@@ -395,6 +427,7 @@ class FileListWindow(QDialog):
         self._stale = True
         self._folders: list[str] = []
         self.message = ""
+        self._indexing_note = ""
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(14, 12, 14, 12)
@@ -460,6 +493,9 @@ class FileListWindow(QDialog):
         self.details.setMinimumHeight(38)
         self.details.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.details)
+        # What the reader reported, word for word (an error's name), for whoever asks.
+        self.reported = DetailsFold(objectName="fileReported")
+        layout.addWidget(self.reported)
 
         buttons = QHBoxLayout()
         self.retry_button = named(QPushButton("Retry"), "primaryButton")
@@ -498,6 +534,7 @@ class FileListWindow(QDialog):
         find.activated.connect(self._focus_filter)
 
         backend.library_changed.connect(self._library_changed)
+        indexing_view(backend).subscribe(self._indexing_changed)
         theme.changed.connect(self._restyle)
         self._selection_changed()
 
@@ -644,6 +681,12 @@ class FileListWindow(QDialog):
 
     # --- what is shown ------------------------------------------------------------------
 
+    def _indexing_changed(self, state: IndexingState) -> None:
+        # A pause, a wait, a cancel or their end change the summary; a count does not.
+        if state.note != self._indexing_note:
+            self._indexing_note = state.note
+            self._update_summary()
+
     def _update_summary(self) -> None:
         if not self.loaded:
             return
@@ -659,8 +702,16 @@ class FileListWindow(QDialog):
         for status in ("failed", "skipped", "waiting", "keyword only"):
             if counts.get(status):
                 parts.append(f"{counts[status]} {status}")
+        # The run as the library card and the status bar say it (one state for all three).
+        state = indexing_view(self.backend).state
         if not rows:
-            parts = ["No files yet: add a folder to the library."]
+            parts = [
+                "No files read yet"
+                if state.active
+                else "No files yet: add a folder to the library."
+            ]
+        if state.note:
+            parts.append(state.note)
         self.summary.setText(" · ".join(parts))
 
     def selected_rows(self) -> list[FileRow]:
@@ -687,8 +738,12 @@ class FileListWindow(QDialog):
             self.details.setText(
                 f"{count_of(len(rows), 'file')} selected" if rows else "Select a file to see more."
             )
+            self.reported.set_details("")
             return
         self.details.setText(self._details_text(rows[0]))
+        reason = rows[0].entry.reason
+        technical = plain_reason(reason)[1]
+        self.reported.set_details(f"The file's reader reported: {reason}" if technical else "")
 
     def _details_text(self, row: FileRow) -> str:
         e = row.entry
@@ -697,7 +752,7 @@ class FileListWindow(QDialog):
         lines = [
             f"<b>{_esc(display_path(e.path))}</b>",
             f'<span style="color:{status_color(e.status, palette)};">{words}</span>'
-            + (f" — {_esc(e.reason)}" if e.reason else ""),
+            + (f" — {_esc(plain_reason(e.reason)[0])}" if e.reason else ""),
         ]
         if e.status in ("failed", "skipped"):
             lines[-1] += f" · {_esc(next_step(e.reason))}"
@@ -761,7 +816,9 @@ class FileListWindow(QDialog):
         from desktop.evidence_panel import original_file
 
         folder = os.path.dirname(original_file(row.path) or row.path)
-        if not os.path.isdir(folder) or not QDesktopServices.openUrl(QUrl.fromLocalFile(folder)):
+        with session_umask():
+            opened = os.path.isdir(folder) and QDesktopServices.openUrl(QUrl.fromLocalFile(folder))
+        if not opened:
             self._say(f"The folder could not be opened. It is at {display_path(folder)}")
 
     def _say(self, text: str) -> None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
 from core.indexing.coordinator import IndexJob
 from core.indexing.throttle import BUSY_WAITING
+from core.private import session_umask
 from core.records import Document, IndexProgress, IndexReport
 from desktop.backend import Backend, LibrarySnapshot
-from desktop.file_list import FileListWindow, next_step
+from desktop.file_list import FileListWindow, next_step, plain_reason
 from desktop.qt import (
     QDesktopServices,
     QEvent,
@@ -41,7 +43,8 @@ if TYPE_CHECKING:
     from core.library import FolderStatus
 from desktop.rich import count_of
 from desktop.theme import Palette, Theme, icon
-from desktop.widgets import ElidedLabel, WrapLabel, display_path
+from desktop.viewmodels import IndexingState, indexing_view, plain_words
+from desktop.widgets import DetailsFold, ElidedLabel, WrapLabel, display_path
 
 ROLE_PATH = Qt.ItemDataRole.UserRole
 ROLE_KIND = Qt.ItemDataRole.UserRole + 1  # "folder" | "group" | "file"
@@ -59,6 +62,21 @@ def fmt_duration(seconds: float | None) -> str:
     if seconds < 3600:
         return f"about {seconds // 60} min {seconds % 60:02d} s left"
     return f"about {seconds // 3600} h {seconds // 60 % 60:02d} min left"
+
+
+# A parenthesis of measurements in core's offer: "(0.93 against 0.67 on Lectern's ... tests)".
+_FIGURES = re.compile(r"\s*\(([^()]*\d\.\d\d[^()]*)\)")
+
+
+def offer_words(advice: str) -> tuple[str, str]:
+    """The model offer in words, and the measurements behind it for its Details fold
+    (benchmark figures mean nothing to most people; they are a click away)."""
+    figures = [m.group(1) for m in _FIGURES.finditer(advice)]
+    words = plain_words(_FIGURES.sub("", advice))
+    details = "".join(
+        f"Search quality, the multilingual model's figure first: {f}." for f in figures
+    )
+    return words, details
 
 
 def _children(item: QTreeWidgetItem) -> list[QTreeWidgetItem]:
@@ -116,7 +134,11 @@ class LibraryPanel(QFrame):
         self._palette_shown = ""
         self._expanded: set[str] = set()
         self._last_progress: IndexProgress | None = None
+        self._start_title = "Indexing…"  # what the card says before a run's first count
         self.file_list: FileListWindow | None = None
+        # Made before this panel connects to the backend, so that it has taken in each
+        # signal by the time the panel's own handlers read it.
+        self.indexing = indexing_view(backend)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 10, 10, 6)
@@ -253,10 +275,16 @@ class LibraryPanel(QFrame):
         # offered until the person switches or says not now.
         self.model_offer = named(QFrame(), "modelOffer")
         offer = QVBoxLayout(self.model_offer)
-        offer.setContentsMargins(11, 6, 11, 8)
+        # Narrow sides: at the sidebar's narrowest its two buttons need the room whole
+        # ("Switch model" was cut at 11 px).
+        offer.setContentsMargins(6, 6, 6, 8)
         self.model_offer_text = named(QLabel(), "modelOfferText")
         self.model_offer_text.setWordWrap(True)
         offer.addWidget(self.model_offer_text)
+        # The measurements behind the offer, for whoever wants them.
+        self.model_offer_details = DetailsFold(objectName="modelOfferDetails")
+        self.model_offer_details.toggle.toggled.connect(lambda _on: self._fit_offer())
+        offer.addWidget(self.model_offer_details)
         offer_buttons = QHBoxLayout()
         self.model_offer_switch = named(QPushButton("Switch model"), "secondaryButton")
         self.model_offer_switch.setToolTip(
@@ -271,6 +299,7 @@ class LibraryPanel(QFrame):
         offer_buttons.addStretch(1)
         offer.addLayout(offer_buttons)
         self.model_offer.hide()
+        self.model_offer.installEventFilter(self)
         layout.addWidget(self.model_offer)
 
         backend.library_changed.connect(self.set_snapshot)
@@ -325,10 +354,30 @@ class LibraryPanel(QFrame):
         if event.type() == QEvent.Type.Resize:
             if watched is self.progress_card:
                 self._fit_card()
+            elif watched is self.model_offer:
+                self._fit_offer()
             else:
                 # The tree's viewport, resized after the panel's own resize event has run.
                 self._fit_rows()
         return False
+
+    def _fit_offer(self) -> None:
+        """The model offer as tall as its wrapped words need (see ``_fit_card``): at
+        1024x700 its sentence was cut at the top and bottom."""
+        layout = self.model_offer.layout()
+        width = self.model_offer.width()
+        if layout is None or width <= 0:
+            return
+        # The sentence's own height at the width it has: the frame's layout, under the
+        # style sheet's margins, gave it the height for a wider one.
+        text = self.model_offer_text
+        if text.width() > 0:
+            need = text.heightForWidth(text.width())
+            if need > 0 and text.minimumHeight() != need:
+                text.setMinimumHeight(need)
+        height = layout.totalHeightForWidth(width)
+        if height > 0 and self.model_offer.minimumHeight() != height:
+            self.model_offer.setMinimumHeight(height)
 
     def _fit_card(self) -> None:
         """The indexing card as tall as its wrapped words need at its width.
@@ -403,13 +452,16 @@ class LibraryPanel(QFrame):
             self.summary.setText(
                 f"{count_of(snapshot.documents, 'file')} · {count_of(snapshot.chunks, 'passage')}"
                 + (f" · {waiting} found by keyword only until embedded" if waiting else "")
-                + (f"\n{snapshot.switching}" if snapshot.switching else "")
+                + (f"\n{plain_words(snapshot.switching)}" if snapshot.switching else "")
             )
         self._set_summary_visible(has and not self.progress_card.isVisible())
 
     def _show_model_offer(self, snapshot: LibrarySnapshot) -> None:
-        self.model_offer_text.setText(snapshot.advice)
+        words, figures = offer_words(snapshot.advice)
+        self.model_offer_text.setText(words)
+        self.model_offer_details.set_details(figures)
         self.model_offer.setVisible(bool(snapshot.advice and snapshot.advice_model))
+        self._fit_offer()
 
     def _accept_model_offer(self) -> None:
         snapshot = self.snapshot
@@ -510,13 +562,14 @@ class LibraryPanel(QFrame):
             for doc in group[:MAX_LISTED]:
                 child = QTreeWidgetItem(head)
                 file_name = os.path.basename(doc.path)
-                child.setText(0, f"{file_name} — {doc.reason}")
+                said = plain_reason(doc.reason)[0]
+                child.setText(0, f"{file_name} — {said}")
                 child.setData(0, ROLE_KIND, "file")
                 child.setData(0, ROLE_PATH, doc.path)
-                child.setToolTip(0, f"{doc.path}\n{doc.reason}\n{next_step(doc.reason)}")
+                child.setToolTip(0, f"{doc.path}\n{said}\n{next_step(doc.reason)}")
             if len(group) > MAX_LISTED:
                 more = QTreeWidgetItem(head)
-                more.setText(0, f"and {len(group) - MAX_LISTED} more (see `lectern status`)")
+                more.setText(0, f"and {len(group) - MAX_LISTED} more (see Files…)")
                 more.setData(0, ROLE_KIND, "more")
             if self._key(head) in self._expanded:
                 head.setExpanded(True)
@@ -622,14 +675,14 @@ class LibraryPanel(QFrame):
     # --- progress -------------------------------------------------------------------
 
     def _index_started(self, job: IndexJob) -> None:
-        self.progress_title.setText(
+        self._start_title = (
             "Retrying…"
             if job.retry
             else "Checking for changes…"
             if job.paths is None
             else "Indexing…"
         )
-        self.progress_bar.setRange(0, 0)
+        self._last_progress = None
         self.progress_detail.setText("Looking for new and changed files…")
         self.progress_current.set_full_text("")
         self._show_running()
@@ -637,6 +690,24 @@ class LibraryPanel(QFrame):
         self.progress_card.show()
         self._set_summary_visible(False)
         self._fit_card()
+
+    def _show_state(self, state: IndexingState) -> None:
+        """The card's title and bar as ``state`` says (the status bar reads the same)."""
+        share = state.share
+        if share is None:
+            self.progress_title.setText("Paused" if state.phase == "paused" else self._start_title)
+        else:
+            self.progress_title.setText(f"{state.verb} · {share} %")
+        if state.progress is not None:
+            self.progress_bar.setRange(0, 1000)
+            self.progress_bar.setValue(round(1000 * state.progress.fraction))
+            self.progress_bar.setAccessibleName(f"Indexing progress: {share} %")
+        elif state.moving:
+            self.progress_bar.setRange(0, 0)  # busy, no count yet
+        else:
+            # Paused or waiting before the first count: a still bar, never a moving one.
+            self.progress_bar.setRange(0, 1000)
+            self.progress_bar.setValue(0)
 
     def _show_running(self) -> None:
         self.resume_button.hide()
@@ -680,19 +751,16 @@ class LibraryPanel(QFrame):
             self._show_running()
             self.progress_card.show()
             self._set_summary_visible(False)
-        paused = self.backend.paused
+        self.indexing.take(p)
+        state = self.indexing.state
+        paused = state.phase == "paused"
         # Waiting for the computer to be idle (Settings > Indexing, core/indexing/throttle.py).
-        waiting = bool(p.waiting_reason) and not paused
-        verb = "Paused" if paused else "Waiting" if waiting else "Indexing"
+        waiting = state.phase == "waiting"
         # Files are written (keyword-searchable) first and embedded behind: the bar counts
         # the model's work, the slow part, so it moves evenly from start to end. The title
         # gives the bar's own share, so the two never disagree ("32 of 37 files" over a
         # bar at 12 % did), and the files read are said as what they are below it.
-        self.progress_bar.setRange(0, 1000)
-        self.progress_bar.setValue(round(1000 * p.fraction))
-        share = round(self.progress_bar.value() / 10)
-        self.progress_title.setText(f"{verb} · {share} %")
-        self.progress_bar.setAccessibleName(f"Indexing progress: {share} %")
+        self._show_state(state)
         bits: list[str] = []
         if p.files_total and p.files_done < p.files_total:
             bits.append(f"{p.files_done} of {count_of(p.files_total, 'file')} read")
@@ -737,14 +805,12 @@ class LibraryPanel(QFrame):
         tip = "Resume indexing" if paused else "Pause indexing"
         self.pause_button.setToolTip(tip)
         self.pause_button.setAccessibleName(tip)
+        self._show_state(self.indexing.state)
         if paused:
-            self.progress_title.setText(self.progress_title.text().replace("Indexing", "Paused"))
             self.progress_detail.setText("Paused · finished files are already searchable")
             self._fit_card()
-        else:
-            self.progress_title.setText(self.progress_title.text().replace("Paused", "Indexing"))
-            if self._last_progress is not None:
-                self.set_progress(self._last_progress)  # not "paused" until the next report
+        elif self._last_progress is not None:
+            self.set_progress(self._last_progress)  # not "paused" until the next report
 
     def _toggle_pause(self) -> None:
         if self.backend.paused:
@@ -772,4 +838,5 @@ class LibraryPanel(QFrame):
 
 
 def _open(path: str) -> None:
-    QDesktopServices.openUrl(QUrl.fromLocalFile(path))
+    with session_umask():
+        QDesktopServices.openUrl(QUrl.fromLocalFile(path))

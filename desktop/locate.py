@@ -13,6 +13,7 @@ import unicodedata
 
 MIN_PARTIAL = 24  # letters and digits: below this a partial match could be anywhere
 EDGE = 40  # characters taken from each end of the needle when the middle differs
+MIN_MARKED = 12  # letters: below this, one found past digits could be anywhere
 
 
 def _folded(text: str) -> tuple[str, list[int]]:
@@ -29,8 +30,9 @@ def _folded(text: str) -> tuple[str, list[int]]:
 def locate(needle: str, haystack: str) -> tuple[int, int] | None:
     """``(start, end)`` of ``needle`` in ``haystack`` (end exclusive), or None.
 
-    Tries an exact match of the folded texts, then the needle's two ends, then the longest
-    common run (a sentence split across pages or columns still lights up its part).
+    Tries an exact match of the folded texts, then one past footnote marks, then the
+    needle's two ends, then the longest common run (a sentence split across pages or
+    columns still lights up its part).
     """
     n, _ = _folded(needle)
     h, index = _folded(haystack)
@@ -39,6 +41,9 @@ def locate(needle: str, haystack: str) -> tuple[int, int] | None:
     at = h.find(n)
     if at >= 0:
         return index[at], index[at + len(n) - 1] + 1
+    marked = _past_marks(n, h)
+    if marked is not None:
+        return index[marked[0]], index[marked[1] - 1] + 1
     if len(n) > 2 * EDGE:
         head, tail = n[:EDGE], n[-EDGE:]
         start = h.find(head)
@@ -50,6 +55,27 @@ def locate(needle: str, haystack: str) -> tuple[int, int] | None:
     match = matcher.find_longest_match(0, len(h), 0, len(n))
     if match.size >= min(MIN_PARTIAL, len(n)):
         return index[match.a], index[match.a + match.size - 1] + 1
+    return None
+
+
+def _past_marks(n: str, h: str) -> tuple[int, int] | None:
+    """``(start, end)`` in ``h`` of ``n`` (both folded) where ``h`` has digits more: the
+    footnote marks the PDF parser leaves out of a sentence ("laws¹⁰ associated") and
+    the page's renderer keeps. The needle's own digits must be there, in order, so
+    "Total 10" is not found at "Total 12"."""
+    bare = "".join(c for c in n if not c.isdigit())
+    if len(bare) < MIN_MARKED:
+        return None
+    kept = [i for i, c in enumerate(h) if not c.isdigit()]
+    plain = "".join(h[i] for i in kept)
+    digits = [c for c in n if c.isdigit()]
+    at = plain.find(bare)
+    while at >= 0:
+        start, end = kept[at], kept[at + len(bare) - 1] + 1
+        shown = iter(c for c in h[start:end] if c.isdigit())
+        if all(d in shown for d in digits):  # a subsequence: the extra digits are marks
+            return start, end
+        at = plain.find(bare, at + 1)
     return None
 
 

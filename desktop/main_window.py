@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.generation.export import export_file_name
 from desktop.about import AboutDialog
@@ -64,8 +64,12 @@ from desktop.qt import (
 from desktop.rich import count_of
 from desktop.settings_dialog import SettingsDialog
 from desktop.theme import Palette, Theme, app_icon, icon
+from desktop.viewmodels import IndexingState, plain_words
 from desktop.welcome_view import readable_formats
 from desktop.workers import describe_error
+
+if TYPE_CHECKING:
+    from desktop.library_check import LibraryCheckDialog
 
 DEFAULT_SIZE = QSize(1360, 860)
 # Item data beside the conversation id: the title as stored (an inline edit changes the
@@ -523,12 +527,26 @@ class MainWindow(QMainWindow):
         return action
 
     def check_search_quality(self) -> None:
+        dialog = self.library_check_dialog()
+        dialog.show()
+        dialog.start()
+
+    def library_check_dialog(self) -> LibraryCheckDialog:
+        """The library check's window, its advice on searching wired to this window."""
         from desktop.library_check import LibraryCheckDialog
 
         dialog = LibraryCheckDialog(self.backend, self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.show()
-        dialog.start()
+        dialog.search_mode_chosen.connect(self.search_by)
+        return dialog
+
+    def search_by(self, words_only: bool) -> None:
+        """Search, with Exact words (``words_only``) or Words and meaning chosen: the
+        library check's advice taken."""
+        self.conversation.set_search_mode(True)
+        self.conversation.search_view.set_words_only(words_only)
+        how = "containing the words you type" if words_only else "by words and meaning"
+        self.show_notice("info", f"Search now finds passages {how}.")
 
     def _build_menus(self) -> None:
         bar = self.menuBar()
@@ -629,18 +647,9 @@ class MainWindow(QMainWindow):
             lambda _s: self._phase("ready", "Ready") if backend.phase == "ready" else None
         )
         backend.index_finished.connect(self._index_finished)
-        # A job starting, or the watcher's run reporting its first progress.
-        backend.index_started.connect(
-            lambda _job: self._phase(backend.phase, self.phase_label.text())
-        )
-        backend.index_progress.connect(
-            lambda _p: (
-                self._phase(backend.phase, self.phase_label.text())
-                if self.phase_label.text().startswith("Ready")
-                else None
-            )
-        )
-        backend.watch_idle.connect(lambda: self._phase(backend.phase, self.phase_label.text()))
+        # A job starting or pausing, the watcher's run reporting, a cancel: whatever the
+        # card shows of indexing, the status bar says too.
+        self.library.indexing.subscribe(self._indexing_changed)
         backend.index_failed.connect(
             lambda m, h: self.show_notice("error", f"Indexing stopped: {m} {h}")
         )
@@ -660,6 +669,11 @@ class MainWindow(QMainWindow):
         )
         self.conversation_list.new_button.clicked.connect(self.new_conversation)
         self.conversation_list.list.currentItemChanged.connect(self._conversation_picked)
+        # A conversation clicked is read in Ask: from the Search tab a click showed only
+        # its searches (or none). Keys that walk the list stay in the tab they are in.
+        self.conversation_list.list.itemClicked.connect(
+            lambda _item: self.conversation.set_search_mode(False)
+        )
         self.conversation_list.list.customContextMenuRequested.connect(self._conversation_menu)
         self.conversation_list.query_changed.connect(self._search_conversations)
         self.conversation_list.rename_requested.connect(self.rename_conversation)
@@ -886,22 +900,32 @@ class MainWindow(QMainWindow):
             "ready": p.success,
             "failed": p.error_text,
         }.get(phase, p.accent)
-        self.phase_dot.setStyleSheet(f"color: {color};")
-        indexing = phase == "ready" and self.backend.indexing
-        if indexing:
+        # The library card's own account of indexing (desktop/viewmodels.py), so that the
+        # two never disagree: paused there is paused here, with nothing moving.
+        state = self.library.indexing.state
+        said = state.status if phase == "ready" else ""
+        if said:
             # Not "Ready" while a run goes on: search and answers work meanwhile, but what
             # they find is still growing.
-            self.phase_dot.setStyleSheet(f"color: {p.accent};")
-            text = "Indexing… · search works meanwhile"
+            color = p.accent if state.moving else p.warning_text if state.active else p.muted
+            text = said
         elif phase == "ready":
             snap = self.backend.snapshot
             text = "Ready" + (
                 f" · {count_of(snap.documents, 'file')} indexed" if snap and snap.documents else ""
             )
+        style = f"color: {color};"
+        if self.phase_dot.styleSheet() != style:  # progress comes ten times a second
+            self.phase_dot.setStyleSheet(style)
         self.phase_label.setText(text)
-        self.phase_busy.setVisible(indexing or phase in ("opening", "loading_model", "starting"))
+        self.phase_busy.setVisible(
+            (bool(said) and state.moving) or phase in ("opening", "loading_model", "starting")
+        )
         if phase == "ready":
             self.banner.hide()
+
+    def _indexing_changed(self, _state: IndexingState) -> None:
+        self._phase(self.backend.phase, self.phase_label.text())
 
     def _failed(self, message: str, hint: str) -> None:
         p = self.theme.palette
@@ -965,7 +989,8 @@ class MainWindow(QMainWindow):
         p = self.theme.palette
         color = {"error": p.error_text, "warning": p.warning_text}.get(level, p.muted)
         self.notice_label.setStyleSheet(f"color: {color};")
-        self.notice_label.setText(text)
+        # Core's notices name models by id (a new library that started multilingual).
+        self.notice_label.setText(plain_words(text))
         self._notice_timer.start(12000 if level != "info" else 6000)
 
     def _conversations(self, conversations: list[Any]) -> None:

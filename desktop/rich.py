@@ -24,12 +24,27 @@ _HEADING = re.compile(r"^\s*#{1,6}\s+(.*)$")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _ITALIC = re.compile(r"(?<![*\w])\*(?!\s)(.+?)(?<!\s)\*(?![*\w])")
 _CODE = re.compile(r"`([^`]+)`")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+# Code is drawn with these for its hyphens: Qt's line breaking may break after any
+# hyphen, and "--canary-" / "duration" on two lines is no longer a command. What is
+# copied from an answer gets plain hyphens back (turn_view.AnswerLabel).
+NO_BREAK_HYPHEN = "\u2011"
+
+
+def code_html(code: str) -> str:
+    """Escaped ``code`` that never wraps at its hyphens (it still wraps at spaces, so a
+    long command stays inside a narrow column)."""
+    return html.escape(code, quote=False).replace("-", NO_BREAK_HYPHEN)
 
 
 def _inline(text: str, palette: Palette) -> str:
     out = html.escape(text, quote=False)
     out = _CODE.sub(
-        lambda m: f'<code style="background-color:{palette.surface_alt};">{m.group(1)}</code>', out
+        lambda m: (
+            f'<code style="background-color:{palette.surface_alt};">'
+            f"{m.group(1).replace('-', NO_BREAK_HYPHEN)}</code>"
+        ),
+        out,
     )
     out = _BOLD.sub(r"<b>\1</b>", out)
     return _ITALIC.sub(r"<i>\1</i>", out)
@@ -67,6 +82,12 @@ def answer_html(
     text: str, palette: Palette, known: set[int] | None = None, *, cursor: bool = False
 ) -> str:
     """Rich text for an answer; ``known`` limits which numbers become links."""
+    if cursor:
+        last = text.rsplit("\n", 1)[-1]
+        if not _FENCE.match(last) and last.count("`") % 2:
+            # Code still being written is drawn as code already: its backtick bare and
+            # its option broken at a hyphen, then redrawn whole, made it jump.
+            text += "`"
     counts: dict[int, int] = {}
     blocks: list[str] = []
     list_kind: str | None = None
@@ -86,7 +107,30 @@ def answer_html(
             items.clear()
             list_kind = None
 
+    code: list[str] | None = None  # the lines of a fenced code block being read
+
+    def flush_code() -> None:
+        nonlocal code
+        if code is not None:
+            lines = "<br>".join(code_html(line) for line in code) or "&nbsp;"
+            blocks.append(
+                '<p style="margin:0 0 8px 0; white-space:pre-wrap;">'
+                f'<code style="background-color:{palette.surface_alt};">{lines}</code></p>'
+            )
+            code = None
+
     for raw in text.replace("\r\n", "\n").split("\n"):
+        if _FENCE.match(raw):
+            if code is None:
+                flush_paragraph()
+                flush_list()
+                code = []
+            else:
+                flush_code()
+            continue
+        if code is not None:
+            code.append(raw)
+            continue
         if not raw.strip():
             flush_paragraph()
             flush_list()
@@ -113,6 +157,7 @@ def answer_html(
         paragraph.append(_line_html(raw.strip(), palette, counts, known))
     flush_paragraph()
     flush_list()
+    flush_code()  # a block still being written, or never closed
     if cursor:
         caret = f'<span style="color:{palette.accent};">▍</span>'
         if blocks and blocks[-1].endswith("</p>"):
@@ -254,6 +299,21 @@ def esc(text: str) -> str:
 def shorten(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def shorten_words(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut after a whole word with "…" (a cut
+    inside a word, "Expense li…", reads as a typo); inside a word only when its first
+    word alone is longer than the limit."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    # A break at a space or after a hyphen, slash or underscore, not in the first half.
+    breaks = [i for i, c in enumerate(cut) if c in " -_/." and i >= len(cut) // 2]
+    if breaks and text[len(cut)] not in " -_/.":
+        cut = cut[: breaks[-1]]
+    return cut.rstrip(" -_/.") + "…"
 
 
 def count_of(n: int, noun: str, plural: str = "") -> str:

@@ -7,6 +7,7 @@ them) or, when asked, their meaning too (passages that may not hold the words at
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +31,7 @@ from desktop.rich import (
     query_terms,
     shorten,
     snippet,
+    term_key,
 )
 from desktop.theme import Theme
 from desktop.viewmodels import (
@@ -58,8 +60,11 @@ class SearchResultsWidget(QFrame):
         self.error: tuple[str, str] | None = None
         self.loading = True
         self.cut_short = False  # the second stage ran out of time (a busy computer)
-        self._queue: list[SourceView] = []
+        self._queue: list[tuple[SourceView, set[str]]] = []
         self._terms: set[str] = set()
+        # Per hit, the words the keyword index matched in it (None: not known, the
+        # query's own words are looked for).
+        self._matched: list[frozenset[str]] | None = None
         self.layout_ = QVBoxLayout(self)
         self.layout_.setContentsMargins(0, 0, 0, 0)
         self.layout_.setSpacing(8)
@@ -72,10 +77,15 @@ class SearchResultsWidget(QFrame):
         self.cards: list[_ResultCard] = []
         self.refresh()
 
-    def set_hits(self, hits: list[Any]) -> None:
+    def set_hits(self, hits: list[Any], matched: Sequence[frozenset[str]] | None = None) -> None:
+        """``matched``: the words of each hit that the keyword index matched (see
+        KeywordIndex.matched_words): lit as found, stemmed in the passage's language
+        ("Mitarbeitern" for "Mitarbeiter", "reimbursed" for "reimbursement") and without
+        its stop words, where the query's own words would miss some and light others."""
         self.loading = False
         self.cut_short = second_stage_state(hits) in ("cut short", "skipped")
         self.hits = [SourceView.from_hit(i, h) for i, h in enumerate(hits, 1)]
+        self._matched = list(matched) if matched is not None and len(matched) == len(hits) else None
         self.refresh()
 
     def set_error(self, message: str, hint: str) -> None:
@@ -122,27 +132,31 @@ class SearchResultsWidget(QFrame):
             )
         )
         self._terms = query_terms(self.query)
-        self._queue = list(self.hits)
+        matched = self._matched
+        self._queue = [
+            (source, {term_key(w) for w in matched[i]} if matched is not None else self._terms)
+            for i, source in enumerate(self.hits)
+        ]
         self._add_cards()
 
     def _add_cards(self, batch: int = 3) -> None:
         """A few cards per turn of the event loop: laying out ten rich-text cards at once
         kept the window from repainting for a noticeable moment on a busy machine."""
         palette = self.theme.palette
-        for source in self._queue[:batch]:
+        for source, terms in self._queue[:batch]:
             card = _ResultCard()
             card.setObjectName("resultCard")
             card.setAccessibleName(f"Result {source.n}: {source.display_name}")
             lay = QVBoxLayout(card)
             lay.setContentsMargins(14, 10, 14, 12)
             text = markdown_as_read(source.text) if source.type == "md" else source.text
-            shown = snippet(text, self._terms)
+            shown = snippet(text, terms)
             label = WrapLabel(
                 f'<span style="color:{palette.accent}; font-weight:600;">{source.n}</span>'
                 f"&nbsp;&nbsp;<b>{esc(shorten(source.section or source.display_name, 80))}</b>"
                 f' <span style="color:{palette.muted};">— {esc(source.where)}</span>'
                 f'<div style="margin-top:4px;">'
-                f"{highlight_terms_html(shown, self._terms, palette)}</div>"
+                f"{highlight_terms_html(shown, terms, palette)}</div>"
             )
             label.setObjectName("resultSnippet")
             label.setTextFormat(Qt.TextFormat.RichText)
@@ -153,7 +167,7 @@ class SearchResultsWidget(QFrame):
             # table cell of it), and quotes what this card shows.
             request = replace(
                 EvidenceRequest.for_source(source, f"Result {source.n}"),
-                terms=tuple(sorted(self._terms)),
+                terms=tuple(sorted(terms)),
                 quote=shown,
             )
             card.clicked.connect(lambda r=request: self.evidence_requested.emit(r))

@@ -114,7 +114,7 @@ class SettingsDialog(QDialog):
         self.kind.setCurrentIndex(
             kinds.index(settings.llm_kind) if settings.llm_kind in kinds else 0
         )
-        self.kind.currentIndexChanged.connect(self._kind_changed)
+        self.kind.currentIndexChanged.connect(self._kind_switched)
         form.addRow("Server", self.kind)
 
         url_row = QHBoxLayout()
@@ -138,6 +138,9 @@ class SettingsDialog(QDialog):
         self.model.setMinimumWidth(260)
         self.model.setCurrentText(settings.llm_model)
         self.model.setToolTip("Models installed on the server; you can also type a name")
+        line = self.model.lineEdit()
+        if line is not None:
+            line.setPlaceholderText("Choose one of the server's models")
         model_row.addWidget(self.model, 1)
         self.refresh_button = named(QPushButton("Refresh"), "secondaryButton")
         self.refresh_button.setToolTip("Ask the server again which models it has")
@@ -324,6 +327,7 @@ class SettingsDialog(QDialog):
         self.cpu_share.setValue(settings.index_cpu_share)
         self.cpu_share.setMaximumWidth(160)
         form.addRow("At most", self.cpu_share)
+        self._index_form = form
         cores = cpu_cores()
         self.index_note = named(QLabel(), "muted")
         self.index_note.setWordWrap(True)
@@ -336,7 +340,10 @@ class SettingsDialog(QDialog):
 
     def _index_when_changed(self, *_: object) -> None:
         when = self.index_when.currentData()
+        # The share applies only to its own choice: elsewhere an editable "At most 50 %"
+        # reads as a limit in force (the style draws a disabled box like an enabled one).
         self.cpu_share.setEnabled(when == "share")
+        self._index_form.setRowVisible(self.cpu_share, when == "share")
         notes = {
             "always": "Lectern indexes as fast as it can, at a low priority so that your "
             "own work comes first.",
@@ -353,6 +360,14 @@ class SettingsDialog(QDialog):
     @property
     def chosen_appearance(self) -> str:
         return str(self.theme_box.currentData())
+
+    def _kind_switched(self, *_: object) -> None:
+        """Another kind of server: the model named was the old server's, so the field is
+        emptied and filled again from what the new one lists (in the background)."""
+        self._kind_changed()
+        self.model.clear()
+        self.model.setEditText("")
+        self.refresh_models()
 
     def _kind_changed(self, *_: object) -> None:
         server = backend_for(str(self.kind.currentData()))
@@ -394,9 +409,25 @@ class SettingsDialog(QDialog):
                 size = status.size_of(name)
                 self.model.addItem(f"{name} · {byte_size(size)}" if size else name, name)
             match = next((m for m in status.models if model_matches(current, m)), None)
+            if match is None and status.model in status.models:
+                # A single-model server answers to any name with its own (llama.cpp).
+                match = status.model
+            if match is None and not current and len(status.models) == 1:
+                match = status.models[0]
+            # An empty field (another kind of server was chosen) stays empty until the
+            # person picks one: its placeholder asks them to.
             self.model.setCurrentText(match or current)
             self.model.blockSignals(False)
+            current = self.model_name()
         if status.state == "ready":
+            text = f'<span style="color:{palette.success};">✓ Connected to {status.url}</span> · {len(status.models)} model(s) installed'
+        elif status.state == "model_missing" and not current:
+            text = (
+                f'<span style="color:{palette.success};">✓ Connected to {status.url}</span> · '
+                f"choose one of its {len(status.models)} models above."
+            )
+        elif status.state == "model_missing" and current in status.models:
+            # The model the form names now, not the one the server was asked about.
             text = f'<span style="color:{palette.success};">✓ Connected to {status.url}</span> · {len(status.models)} model(s) installed'
         elif status.state == "model_missing":
             text = (

@@ -2,30 +2,50 @@
 
 DuckDB lets one process write a database file, so two windows on the same library would
 fail anyway; instead the second launch connects to the first one's local socket, asks it
-to come forward (and to add any folders given on the command line), and quits. The
-socket name is derived from the data folder, so separate libraries (LECTERN_HOME) can
-run side by side.
+to come forward (and to add any folders given on the command line), and quits.
+
+The socket lives in the data folder (0700), or in the user's private runtime folder when
+that path is too long: never at a name in the shared temp folder, where another account
+could listen first and receive the folders a launch hands over (or make it quit). With
+no private place the second launch simply opens, and the library's lock says it is busy.
 """
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
+from core.ipc.address import fits
+from core.private import make_private_dir
 from desktop.qt import QLocalServer, QLocalSocket, QObject, Signal
 
 CONNECT_TIMEOUT_MS = 500
+SOCKET_NAME = "lectern-window.sock"
 
 
-def server_name(home: str) -> str:
+def _private(folder: Path) -> bool:
     try:
-        user = getpass.getuser()
-    except Exception:  # no login name (some containers): the home folder still separates
-        user = "user"
-    digest = hashlib.sha1(f"{user}\0{home}".encode()).hexdigest()[:16]
-    return f"lectern-{digest}"
+        st = folder.stat()
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def server_name(home: str) -> str | None:
+    """The full path of the window's socket, or None when no private place fits one."""
+    beside = Path(home) / SOCKET_NAME
+    if fits(beside):
+        return str(beside)
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and _private(Path(runtime)):
+        digest = hashlib.sha256(os.fsencode(os.path.abspath(home))).hexdigest()[:16]
+        path = Path(runtime) / f"lectern-window-{digest}.sock"
+        if fits(path):
+            return str(path)
+    return None
 
 
 class SingleInstance(QObject):
@@ -35,11 +55,14 @@ class SingleInstance(QObject):
 
     def __init__(self, home: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self.home = home
         self.name = server_name(home)
         self.server: QLocalServer | None = None
 
     def notify_running(self, folders: Sequence[str] = ()) -> bool:
         """True when another instance took the request (this one should exit)."""
+        if self.name is None or not _private(Path(self.name).parent):
+            return False
         socket = QLocalSocket()
         socket.connectToServer(self.name)
         if not socket.waitForConnected(CONNECT_TIMEOUT_MS):
@@ -54,6 +77,18 @@ class SingleInstance(QObject):
         return True
 
     def listen(self) -> bool:
+        if self.name is None:
+            return False
+        try:
+            make_private_dir(Path(self.home))
+            if Path(self.name).parent == Path(self.home):
+                # A library made before folders were private: the Library tightens the
+                # rest when it opens, but the socket's folder must be private first.
+                os.chmod(self.home, 0o700)
+        except OSError:
+            return False
+        if not _private(Path(self.name).parent):
+            return False
         server = QLocalServer(self)
         server.setSocketOptions(QLocalServer.SocketOption.UserAccessOption)
         if not server.listen(self.name):

@@ -7,6 +7,8 @@ with a black stroke and recoloured when loaded, so one file serves every theme a
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, fields
@@ -215,9 +217,8 @@ def _stylesheet_template() -> str:
 
 def _arrow_images(p: Palette) -> dict[str, str]:
     """Recoloured arrows for combo and spin boxes and the check box's tick, as files: QSS
-    can only load images by path. Written once per colour into a private cache folder."""
-    folder = Path(tempfile.gettempdir()) / f"lectern-style-{getpass_user()}"
-    folder.mkdir(parents=True, exist_ok=True)
+    can only load images by path. Written once per colour, into this process's own folder."""
+    folder = _style_folder()
     out: dict[str, str] = {}
     for key, name, color, size in (
         ("arrow_down", "chevron-down", p.muted, 12),
@@ -233,13 +234,14 @@ def _arrow_images(p: Palette) -> dict[str, str]:
     return out
 
 
-def getpass_user() -> str:
-    try:
-        import getpass
-
-        return getpass.getuser()
-    except Exception:  # no login name in some containers
-        return "user"
+@lru_cache(maxsize=1)
+def _style_folder() -> Path:
+    """This process's own 0700 folder under a name no one can guess, gone at exit: one
+    named after the user in the shared temp folder could be made first by another
+    account, with links where the images are then written."""
+    folder = Path(tempfile.mkdtemp(prefix="lectern-style-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def stylesheet(p: Palette) -> str:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from core.generation.events import SERVER_FAILED, WarningKind
-from core.generation.redaction import blank_answer
+from core.generation.redaction import blank_answer, shown_answer
 from desktop.qt import (
     QFrame,
     QGuiApplication,
@@ -29,12 +29,13 @@ from desktop.qt import (
 from desktop.rich import (
     answer_html,
     esc,
-    shorten,
+    shorten_words,
     turn_markdown,
 )
 from desktop.theme import Palette, Theme, icon
 from desktop.viewmodels import (
     EvidenceRequest,
+    NoteView,
     SourceView,
     TurnView,
 )
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 STRONG_WARNINGS = {
     WarningKind.INCOMPLETE,
     WarningKind.CANCELLED,
+    WarningKind.FAILED,
+    WarningKind.CUT_OFF,
     WarningKind.TRUNCATED,
     *SERVER_FAILED,  # no model wrote the answer: unavailable, silent or without the model
     WarningKind.EMPTY,
@@ -59,7 +62,15 @@ STRONG_WARNINGS = {
 
 
 # Warnings whose answer a second try may complete: they carry an "Ask again" button.
-ASK_AGAIN_WARNINGS = {WarningKind.INCOMPLETE, WarningKind.LLM_TIMEOUT, WarningKind.LLM_UNAVAILABLE}
+ASK_AGAIN_WARNINGS = {
+    WarningKind.INCOMPLETE,
+    WarningKind.LLM_TIMEOUT,
+    WarningKind.LLM_UNAVAILABLE,
+    WarningKind.FAILED,  # a kept answer an error or Lectern's end cut short
+    WarningKind.CUT_OFF,
+}
+# The note that stands for an answer's sentences whose document left the library.
+SOURCE_MISSING = "source_missing"
 
 # No language model to write answers: said once in a conversation (and all along by the
 # header's model badge and each card's "no language model" badge). The same large box
@@ -102,18 +113,28 @@ class TurnWidget(QFrame):
     # settings / retry (the question)
     action_requested = Signal(str, object)
 
-    def __init__(self, turn: TurnView, theme: Theme, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        turn: TurnView,
+        theme: Theme,
+        parent: QWidget | None = None,
+        *,
+        said_before: Callable[[str], bool] | None = None,
+        earlier_sources: Callable[[], set[tuple[str, int, int]]] | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("turn")
         self.turn = turn
         self.theme = theme
         # Whether an earlier answer of the conversation already said a warning of this
-        # kind (the conversation panel answers; alone, a card says everything).
-        self.said_before: Callable[[str], bool] = lambda _kind: False
+        # kind (the conversation panel answers; alone, a card says everything). Given
+        # here, not set after: a reopened answer is drawn once, by this constructor, and
+        # drawn without it repeated the no-model note on every answer.
+        self.said_before: Callable[[str], bool] = said_before or (lambda _kind: False)
         # The passages earlier answers of the conversation listed, as (path, start, end):
         # a follow-up's retrieval carries the earlier question's words, so it finds them
         # again; listed uncited under every follow-up they were noise.
-        self.earlier_sources: Callable[[], set[tuple[str, int, int]]] = set
+        self.earlier_sources: Callable[[], set[tuple[str, int, int]]] = earlier_sources or set
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(8)
@@ -136,7 +157,7 @@ class TurnWidget(QFrame):
         head.setSpacing(8)
         self.badge_icon = QLabel()
         # Wraps in a narrow column rather than holding the card wider than the window.
-        self.badge = WrapLabel(objectName="answerBadge")
+        self.badge = WrapLabel(objectName="answerBadge", shrinks=True)
         self.badge.setTextFormat(Qt.TextFormat.PlainText)
         self.badge_icon.setAlignment(Qt.AlignmentFlag.AlignTop)
         head.addWidget(self.badge_icon, 0, Qt.AlignmentFlag.AlignTop)
@@ -154,7 +175,8 @@ class TurnWidget(QFrame):
         head.addWidget(self.copy_button)
         body.addLayout(head)
 
-        self.answer = WrapLabel(objectName="answerText")
+        # Copied from, it gives code's hyphens plain again (WrapLabel).
+        self.answer = WrapLabel(objectName="answerText", shrinks=True)
         self.answer.setWordWrap(True)
         self.answer.setTextFormat(Qt.TextFormat.RichText)
         self.answer.setTextInteractionFlags(
@@ -180,7 +202,7 @@ class TurnWidget(QFrame):
         ebox = QVBoxLayout(self.error_box)
         ebox.setContentsMargins(12, 10, 12, 10)
         ebox.setSpacing(8)
-        self.error_text = WrapLabel(objectName="errorText")
+        self.error_text = WrapLabel(objectName="errorText", shrinks=True)
         self.error_text.setWordWrap(True)
         self.error_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         ebox.addWidget(self.error_text)
@@ -192,7 +214,7 @@ class TurnWidget(QFrame):
 
         self.sources_title = named(QLabel("Sources"), "sectionCaption")
         body.addWidget(self.sources_title)
-        self.sources = WrapLabel(objectName="sourcesList")
+        self.sources = WrapLabel(objectName="sourcesList", shrinks=True)
         self.sources.setWordWrap(True)
         self.sources.setTextFormat(Qt.TextFormat.RichText)
         self.sources.setTextInteractionFlags(
@@ -202,6 +224,7 @@ class TurnWidget(QFrame):
         self.sources.linkActivated.connect(self._link)
         body.addWidget(self.sources)
         layout.addWidget(card)
+        self._missing = ""  # the one line said for sentences gone with their document
         self.refresh()
 
     # rendering --------------------------------------------------------------------------
@@ -234,15 +257,22 @@ class TurnWidget(QFrame):
         self.question.wanted = min(longest + 34, 560)
         self.question.updateGeometry()
         self._badge(palette)
-        if turn.answer:
+        answer, self._missing = self._shown_answer()
+        if answer:
             known = turn.cited_numbers if turn.mode else {s.n for s in turn.sources} or None
-            self.answer.setText(answer_html(turn.answer, palette, known, cursor=turn.streaming))
+            self.answer.setText(answer_html(answer, palette, known, cursor=turn.streaming))
             self.answer.show()
         elif turn.streaming:
-            waiting = "Searching your documents…" if not turn.sources else "Reading the sources…"
+            if turn.rewriting:
+                waiting = "Working out what your follow-up question refers to…"
+            elif not turn.sources:
+                waiting = "Searching your documents…"
+            else:
+                waiting = "Reading the sources…"
             self.answer.setText(f'<span style="color:{palette.muted};">{waiting}</span>')
             self.answer.show()
         else:
+            self.answer.clear()  # no text of a sentence since removed lingers, even hidden
             self.answer.hide()
         self._notes(palette)
         self._error(palette)
@@ -250,13 +280,24 @@ class TurnWidget(QFrame):
         self.copy_button.setVisible(bool(turn.answer) and not turn.streaming)
         self.copy_button.setIcon(icon("copy", palette.muted, 16))
 
+    def _shown_answer(self) -> tuple[str, str]:
+        """The answer as shown, and the line said once for its sentences whose document
+        left the library (core.generation.redaction.shown_answer): missing, not wiped."""
+        turn = self.turn
+        if turn.streaming:
+            return turn.answer, ""
+        removed = [s for s in turn.sources if s.removed]
+        drawn = [s for s in removed if s.n in turn.cited_numbers] or removed
+        return shown_answer(turn.answer, [s.file_name for s in drawn])
+
     def _badge(self, palette: Palette) -> None:
         turn = self.turn
         if turn.streaming:
             name, text, color = "sparkle", "Writing the answer…", palette.accent
             if not turn.answer:
                 text = "Looking through your documents…"
-        elif turn.error is not None and not turn.answer:
+        elif (turn.error is not None or turn.state not in ("done", "")) and not turn.answer:
+            # A kept answer that never got a word: failed, stopped or cut off.
             name, text, color = "error", "No answer", palette.error_text
         elif turn.mode == "generated":
             name, text, color = (
@@ -285,6 +326,7 @@ class TurnWidget(QFrame):
             name, text, color = "sparkle", "Answer", palette.accent
         self.badge_icon.setPixmap(icon(name, color, 16).pixmap(16, 16))
         self.badge.setText(text)
+        self.badge.setToolTip(text)  # the whole words, where a long model name is cut
         self.badge.setStyleSheet(f"color: {color};")
 
     def _notes(self, palette: Palette) -> None:
@@ -295,7 +337,9 @@ class TurnWidget(QFrame):
                 # Hidden at once: deleteLater leaves it a live child until the event loop runs.
                 widget.hide()
                 widget.deleteLater()
-        for kind, message in self.turn.warnings:
+        missing = [NoteView(SOURCE_MISSING, self._missing)] if self._missing else []
+        for note in [*missing, *self.turn.notes]:
+            kind, message = note.kind, note.message
             if kind in ONCE_PER_CONVERSATION and self.said_before(kind):
                 continue
             strong = kind in STRONG_WARNINGS
@@ -319,10 +363,11 @@ class TurnWidget(QFrame):
                     "sentences quoted from your documents instead of a written answer."
                 )
             short = SHORT_WARNINGS.get(kind)
-            text = WrapLabel(esc(short or message))
-            if short:
-                text.setToolTip(message)
-                row.setToolTip(message)
+            text = WrapLabel(esc(short or message), shrinks=True)
+            whole = "\n\n".join(w for w in (message if short else "", note.details) if w)
+            if whole:
+                text.setToolTip(whole)
+                row.setToolTip(whole)
             text.setObjectName("warningText" if strong else "adviceText")
             text.setWordWrap(True)
             text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -496,6 +541,7 @@ class TurnWidget(QFrame):
         cited = turn.cited_numbers
         final = bool(turn.mode)
         rows = []
+        whole: list[str] = []
         for passages in shown:
             # Passages under one label (a section, or the title of a document without
             # sections) share it: "1 6 Expense limits", not the label twice.
@@ -527,21 +573,25 @@ class TurnWidget(QFrame):
                     )
                 # The section says more than a title repeated on every row of one document;
                 # the file name after it still tells which document it is.
-                title = shorten(label, 64 // len(labels) + 8)
+                title = shorten_words(label, 64 // len(labels) + 8)
                 parts.append(
                     " ".join(chips)
                     + f'&nbsp; <a href="src:{first.n}" style="text-decoration:none; '
                     f'color:{color};">{esc(title)}</a>{extra}'
                 )
             # One entry per document: its passages, then once where they are.
-            where = _where_of(passages)
-            # Keep "file · p. 3" together: a page number alone on a line reads as noise.
-            where_html = esc(where).replace(" ", "&nbsp;").replace("-", "\u2011")
+            name, places = _where_of(passages)
+            shown_name = _short_file_name(name)
+            if shown_name != name:
+                whole.append(f"{name} · {', '.join(places)}" if places else name)
             rows.append(
                 "; ".join(parts)
-                + f' <span style="color:{palette.faint};">—&nbsp;{where_html}</span>'
+                + f' <span style="color:{palette.faint};">'
+                + f"—&nbsp;{_where_html(shown_name, places)}</span>"
             )
         self.sources.setText("<br>".join(rows))
+        # A file name shortened to fit is there whole, in the tooltip.
+        self.sources.setToolTip("\n".join(whole))
         self.sources_title.show()
         self.sources.show()
 
@@ -610,9 +660,9 @@ class TurnWidget(QFrame):
         return text
 
 
-def _where_of(passages: list[SourceView]) -> str:
-    """``file.pdf · p. 3`` for one passage; ``file.pdf · p. 1, p. 3`` for a document's
-    passages on different pages (each place once)."""
+def _where_of(passages: list[SourceView]) -> tuple[str, list[str]]:
+    """A document's file name and the places of its passages, each once: ``file.pdf``
+    and ``["p. 1", "p. 3"]``; no places for a format without them."""
     name = passages[0].file_name
     places: list[str] = []
     for source in passages:
@@ -620,4 +670,36 @@ def _where_of(passages: list[SourceView]) -> str:
         place = where[len(name) + 3 :] if where.startswith(f"{name} · ") else ""
         if place and place not in places:
             places.append(place)
-    return f"{name} · {', '.join(places)}" if places else name
+    return name, places
+
+
+# The longest file name a source line shows whole; longer ones keep their start and end.
+FILE_NAME_CHARS = 40
+
+
+def _short_file_name(name: str, limit: int = FILE_NAME_CHARS) -> str:
+    """``name`` whole when short; else its start up to a word break, "…", and its end
+    with the extension ("equipment-register-north…-2024.csv")."""
+    if len(name) <= limit:
+        return name
+    stem, dot, extension = name.rpartition(".")
+    if not dot or not stem or len(extension) > 8:
+        stem, extension = name, ""
+    end = stem[-12:]
+    # The end from a word's start: "…final-2024.csv", not "…nal-2024.csv".
+    starts = [i + 1 for i, c in enumerate(end[:-1]) if c in " -_."]
+    tail = (end[starts[0] :] if starts else end[-8:]) + (f".{extension}" if extension else "")
+    head = shorten_words(stem, max(8, limit - len(tail))).removesuffix("…")
+    return f"{head}…{tail}"
+
+
+def _where_html(name: str, places: list[str]) -> str:
+    """Where a source is, as rich text that wraps between its places, never inside one:
+    "p.&nbsp;3" or "rows&nbsp;1–14" apart on two lines read as noise, while the whole
+    line held together (a table's passages: "rows 1–14, rows 15–28, …") was wider than a
+    1024 px window's conversation. The file name keeps its hyphens (no break inside it)."""
+    shown = esc(name).replace("-", "\u2011")
+    if not places:
+        return shown
+    kept = [esc(place).replace(" ", "&nbsp;").replace("-", "\u2011") for place in places]
+    return f"{shown} ·&nbsp;{', '.join(kept)}"

@@ -8,11 +8,14 @@ panel has one code path for both.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import re
+import sys
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.records import SHEET_TYPES, Citation, Hit, location_label
+from core.records import SHEET_TYPES, Citation, Hit, IndexProgress, location_label
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,25 @@ class ErrorView:
     model: str = ""
 
 
+# Warning kinds the notes fold (core.generation.events.WarningKind's values: importing
+# it here would load core's generation code with the first panel).
+NO_CITATIONS = "no_citations"
+UNSUPPORTED = "unsupported"
+UNVERIFIED_NUMBER = "unverified_number"
+UNKNOWN_CITATION = "unknown_citation"
+QUOTED_FIRST = "quoted_first"
+
+
+@dataclass(frozen=True)
+class NoteView:
+    """One note under an answer: a warning's kind and words, and the whole words of the
+    warnings it stands for (its tooltip), if any."""
+
+    kind: str
+    message: str
+    details: str = ""
+
+
 @dataclass
 class TurnView:
     question: str
@@ -176,10 +198,43 @@ class TurnView:
     turn_id: int | None = None
     missing_model: str = ""  # the model a "model_missing" warning offers to download
     reordered_s: float | None = None  # seconds the model took to put the sources in order
+    state: str = "done"  # a stored turn's core.records.TurnState
+    # A follow-up the model is making standalone before any search: core says nothing
+    # meanwhile (tens of seconds on a slow model), so the window says what is going on.
+    rewriting: bool = False
 
     @property
     def cited_numbers(self) -> set[int]:
         return {c.n for c in self.citations}
+
+    @property
+    def notes(self) -> list[NoteView]:
+        """The warnings as the card shows them. An answer whose model text could not be
+        checked, or that cites nothing, gets one note, not one more per sentence ("No
+        source is cited for: …" under "The answer cites no source" said the same thing
+        three times for two sentences); the notes it stands for are in its details."""
+        kinds = {kind for kind, _ in self.warnings}
+        if QUOTED_FIRST in kinds:
+            # The quote comes first and the model's whole text is marked unverified:
+            # notes on its sentences and citations say it again, sentence by sentence.
+            kept, folded = QUOTED_FIRST, {NO_CITATIONS, UNSUPPORTED, UNVERIFIED_NUMBER}
+            folded.add(UNKNOWN_CITATION)
+        elif NO_CITATIONS in kinds:
+            kept, folded = NO_CITATIONS, {UNSUPPORTED, UNVERIFIED_NUMBER}
+        else:
+            return [NoteView(kind, message) for kind, message in self.warnings]
+        details = "\n".join(message for kind, message in self.warnings if kind in folded)
+        # Said of an answer that cites nothing, an invented figure would go unmentioned.
+        invented = NO_CITATIONS in kinds and UNVERIFIED_NUMBER in kinds
+        notes = []
+        for kind, message in self.warnings:
+            if kind == kept:
+                if invented:
+                    message += " Some of its figures or names appear in none of the sources."
+                notes.append(NoteView(kind, message, details))
+            elif kind not in folded:
+                notes.append(NoteView(kind, message))
+        return notes
 
     def citation_for(self, n: int, occurrence: int = 0) -> CitationView | None:
         """The ``occurrence``-th citation of source ``n`` in answer order."""
@@ -197,6 +252,11 @@ class TurnView:
         citations = [CitationView.from_json(c, sources) for c in turn.citations]
         stored = [w for w in turn.warnings if isinstance(w, Mapping)]
         warnings = [(str(w.get("kind") or ""), str(w.get("message") or "")) for w in stored]
+        state = str(getattr(turn, "state", "") or "done")
+        # An answer that never ended says so (a stopped or failed one keeps its note).
+        note = str(getattr(turn, "state_note", "") or "")
+        if state in ("cut_off", "in_progress") and note:
+            warnings.insert(0, (state, note))
         return cls(
             question=turn.question,
             answer=turn.answer,
@@ -206,6 +266,7 @@ class TurnView:
             warnings=warnings,
             turn_id=turn.id,
             missing_model=missing_model(stored),
+            state=state,
         )
 
 
@@ -285,3 +346,192 @@ def missing_model(warnings: Sequence[Any]) -> str:
             model = w.get("model") if isinstance(w, Mapping) else getattr(w, "model", "")
             return str(model or "")
     return ""
+
+
+# --- plain words ---------------------------------------------------------------------------
+
+# Core's sentences name what the command line knows; the window names what it has.
+_APP_WORDS = (
+    (
+        re.compile(r"\(continues while the app, `lectern watch` or `lectern index` runs\)"),
+        "(continues while Lectern is open)",
+    ),
+)
+
+
+def plain_words(text: str) -> str:
+    """``text`` as the window says it: models by their names ("the multilingual
+    model"), not their ids, and what the app does instead of commands to type."""
+    # Only once core's model module is in: a model id reaches the window from code that
+    # has loaded it, and importing it here could hold the UI thread on the import lock
+    # while the background loads the model.
+    models = sys.modules.get("core.embedding.models")
+    labels: Mapping[str, str] = getattr(models, "MODEL_LABELS", {}) if models else {}
+    for model_id, label in labels.items():
+        text = _named(text, model_id, label)
+    for pattern, words in _APP_WORDS:
+        text = pattern.sub(words, text)
+    return text
+
+
+def _named(text: str, model_id: str, label: str) -> str:
+    """``model_id`` replaced by ``label``, capitalised where it opens a sentence."""
+    opening = label[:1].upper() + label[1:]
+    parts = text.split(model_id)
+    out = parts[0]
+    for part in parts[1:]:
+        starts = not out.strip() or out.rstrip().endswith((".", "!", "?", ":\n"))
+        out += (opening if starts else label) + part
+    return out
+
+
+# --- indexing, as the window shows it ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexingState:
+    """What the library card, the status bar and the file list say of indexing. All
+    three read this one record, made from the backend's state by ``IndexingView``, so
+    the card cannot say Paused while the status bar says Indexing."""
+
+    # idle | starting (no count yet) | running | waiting (for an idle computer) | paused
+    # | cancelled (nothing runs until the person resumes)
+    phase: str
+    progress: IndexProgress | None = None
+    not_indexed: int | None = None
+
+    @property
+    def active(self) -> bool:
+        """A run is under way (working, waiting or paused)."""
+        return self.phase in ("starting", "running", "waiting", "paused")
+
+    @property
+    def moving(self) -> bool:
+        """Whether something is being done right now: a busy indicator may move only then."""
+        return self.phase in ("starting", "running")
+
+    @property
+    def verb(self) -> str:
+        return {"paused": "Paused", "waiting": "Waiting", "cancelled": "Cancelled"}.get(
+            self.phase, "Indexing"
+        )
+
+    @property
+    def share(self) -> int | None:
+        """How much of the run is done, in percent; None before the first count."""
+        if self.progress is None:
+            return None
+        # As the card's bar shows it (in thousandths), so that title and bar agree.
+        return round(round(1000 * self.progress.fraction) / 10)
+
+    @property
+    def status(self) -> str:
+        """The status bar's words; "" when there is no run to speak of."""
+        return {
+            "starting": "Indexing… · search works meanwhile",
+            "running": "Indexing… · search works meanwhile",
+            "waiting": "Indexing waits for the computer to be idle · search works meanwhile",
+            "paused": "Indexing paused · search works meanwhile",
+            "cancelled": "Indexing cancelled · search works on the files indexed so far",
+        }.get(self.phase, "")
+
+    @property
+    def note(self) -> str:
+        """The run in a few words, for a list's summary line ("" when there is none)."""
+        return {
+            "starting": "indexing…",
+            "running": "indexing…",
+            "paused": "indexing paused",
+            "waiting": "indexing waits for the computer to be idle",
+            "cancelled": "indexing cancelled",
+        }.get(self.phase, "")
+
+
+StateListener = Callable[[IndexingState], None]
+
+
+class IndexingView:
+    """The one account of the backend's indexing (one per backend: ``indexing_view``).
+
+    It follows the backend's signals itself and then tells its listeners, so that every
+    reader sees the same state, already updated, whichever signal came first."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = weakref.ref(backend)
+        self._progress: IndexProgress | None = None
+        self._listeners: list[Callable[[], StateListener | None]] = []
+        backend.index_started.connect(self._started)
+        backend.index_progress.connect(self._reported)
+        for signal in (backend.index_paused, backend.index_cancelled):
+            signal.connect(lambda _flag: self._tell())
+        backend.index_finished.connect(lambda _report: self._ended())
+        backend.index_failed.connect(lambda _message, _hint: self._ended())
+        backend.watch_idle.connect(self._ended)
+
+    @property
+    def state(self) -> IndexingState:
+        backend = self._backend()
+        if backend is None:
+            return IndexingState("idle")
+        progress = self._progress
+        if backend.cancelled:
+            return IndexingState("cancelled", progress, backend.not_indexed)
+        if not backend.indexing and progress is None:
+            return IndexingState("idle")
+        # (A count with no run known is one the card was handed directly: shown as a run.)
+        if backend.paused:
+            return IndexingState("paused", progress)
+        if progress is not None and progress.waiting_reason:
+            return IndexingState("waiting", progress)
+        return IndexingState("running" if progress is not None else "starting", progress)
+
+    def subscribe(self, listener: StateListener) -> None:
+        """Call ``listener`` with the new state after every change; held weakly when it
+        is a widget's method, so a closed window is not kept or called."""
+        if hasattr(listener, "__self__"):
+            self._listeners.append(weakref.WeakMethod(listener))
+        else:
+            self._listeners.append(lambda: listener)
+
+    def take(self, progress: IndexProgress) -> None:
+        """A count shown before the backend's own signal has brought it (the same count
+        again when it has)."""
+        self._progress = progress
+
+    def _started(self, _job: object) -> None:
+        self._progress = None  # the last run's count is not this one's
+        self._tell()
+
+    def _reported(self, progress: object) -> None:
+        if isinstance(progress, IndexProgress):
+            self._progress = progress
+        self._tell()
+
+    def _ended(self) -> None:
+        backend = self._backend()
+        if backend is not None and not backend.indexing and not backend.cancelled:
+            self._progress = None
+        self._tell()
+
+    def _tell(self) -> None:
+        state = self.state
+        for ref in list(self._listeners):
+            listener = ref()
+            if listener is None:
+                self._listeners.remove(ref)
+                continue
+            try:
+                listener(state)
+            except RuntimeError:  # its widget was deleted by Qt while Python held it
+                self._listeners.remove(ref)
+
+
+_views: weakref.WeakKeyDictionary[Any, IndexingView] = weakref.WeakKeyDictionary()
+
+
+def indexing_view(backend: Any) -> IndexingView:
+    """The backend's one ``IndexingView`` (made on first use)."""
+    view = _views.get(backend)
+    if view is None:
+        view = _views[backend] = IndexingView(backend)
+    return view

@@ -9,9 +9,12 @@ from desktop.qt import (
     QButtonGroup,
     QEvent,
     QFrame,
+    QGuiApplication,
     QHBoxLayout,
     QKeyEvent,
+    QKeySequence,
     QLabel,
+    QMenu,
     QMouseEvent,
     QObject,
     QResizeEvent,
@@ -19,10 +22,12 @@ from desktop.qt import (
     QSizePolicy,
     Qt,
     QToolButton,
+    QVBoxLayout,
     QWidget,
     Signal,
     named,
 )
+from desktop.rich import NO_BREAK_HYPHEN
 
 
 def display_path(path: str) -> str:
@@ -102,6 +107,27 @@ class ElidedLabel(QLabel):
             self.setText(shown)
 
 
+# The narrowest a shrinking WrapLabel asks to be: a few words, whatever its text.
+SHRUNK_WIDTH = 60
+
+
+def _plain_hyphens() -> None:
+    """The clipboard's text (and the selection's, where the system has one) with
+    non-breaking hyphens made plain again."""
+    clipboard = QGuiApplication.clipboard()
+    modes = [clipboard.Mode.Clipboard]
+    if clipboard.supportsSelection():
+        modes.append(clipboard.Mode.Selection)
+    for mode in modes:
+        text = clipboard.text(mode)
+        if NO_BREAK_HYPHEN in text:
+            clipboard.setText(text.replace(NO_BREAK_HYPHEN, "-"), mode)
+
+
+def _copied_from_menu(_action: object) -> None:
+    _plain_hyphens()
+
+
 class WrapLabel(QLabel):
     """A word-wrapped label that remembers its height for each width until it changes.
 
@@ -119,12 +145,24 @@ class WrapLabel(QLabel):
         parent: QWidget | None = None,
         *,
         objectName: str = "",  # mirrors the keyword Qt widgets take
+        shrinks: bool = False,
     ) -> None:
         super().__init__(text, parent)
         if objectName:
             self.setObjectName(objectName)
         self._heights: dict[tuple[int, int, int, int, int], int] = {}
+        # A word-wrapped label's minimum width is its longest unbreakable run of text: one
+        # long file name or row list held a 1024 px window's conversation wider than its
+        # pane, under the evidence panel. Shrinking, the pane decides the width and the
+        # text wraps inside it (what still does not fit is the text's to shorten).
+        self._shrinks = shrinks
         self.setWordWrap(True)
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        if self._shrinks:
+            return QSize(min(hint.width(), SHRUNK_WIDTH), hint.height())
+        return hint
 
     def _forget(self) -> None:
         self._heights.clear()
@@ -166,6 +204,30 @@ class WrapLabel(QLabel):
             self._forget()
         super().changeEvent(event)
 
+    # Copying. Code in an answer is drawn with non-breaking hyphens (desktop/rich.py), so
+    # that a command never wraps inside an option ("--canary-" / "duration"); pasted
+    # into a terminal, a command copied from the label must still be the command.
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        super().keyPressEvent(event)
+        if event.matches(QKeySequence.StandardKey.Copy) and self.hasSelectedText():
+            _plain_hyphens()
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        super().mouseReleaseEvent(event)  # a selection made sets the system's selection
+        if self.hasSelectedText():
+            _plain_hyphens()
+
+    def contextMenuEvent(self, event: QEvent) -> None:
+        # The label's own menu (Copy, Select All) is made as its child and shown without
+        # waiting: its Copy is followed by the menu's triggered signal.
+        before = set(self.findChildren(QMenu))
+        # (QContextMenuEvent is not among desktop.qt's names; the event is one.)
+        super().contextMenuEvent(event)  # type: ignore[arg-type]
+        for menu in self.findChildren(QMenu):
+            if menu not in before:
+                menu.triggered.connect(_copied_from_menu)
+
 
 class ClickableFrame(QFrame):
     clicked = Signal()
@@ -187,3 +249,62 @@ class ClickableFrame(QFrame):
             self.clicked.emit()
             return
         super().keyPressEvent(event)
+
+
+class DetailsFold(QWidget):
+    """Technical words a click away: a "Details" toggle over a folded body.
+
+    The window speaks in plain words; an error's name, a benchmark's figures or a file
+    the app keeps are still there for whoever wants them (or is asked for them by
+    support), one click away instead of in the sentence. Empty details hide the fold.
+    """
+
+    def __init__(self, parent: QWidget | None = None, *, objectName: str = "") -> None:
+        super().__init__(parent)
+        if objectName:
+            self.setObjectName(objectName)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(2)
+        self.toggle = named(QToolButton(), "detailsToggle")
+        self.toggle.setText("Details")
+        self.toggle.setCheckable(True)
+        self.toggle.setAutoRaise(True)
+        self.toggle.setArrowType(Qt.ArrowType.RightArrow)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setAccessibleName("Show details")
+        self.toggle.toggled.connect(self._toggled)
+        column.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
+        self.body = WrapLabel(objectName="detailsBody")
+        self.body.setTextFormat(Qt.TextFormat.PlainText)
+        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.body.hide()
+        column.addWidget(self.body)
+        self.hide()
+
+    def set_details(self, text: str) -> None:
+        self.body.setText(text)
+        self.setVisible(bool(text))
+
+    def details(self) -> str:
+        return self.body.text()
+
+    @property
+    def is_open(self) -> bool:
+        return self.toggle.isChecked()
+
+    def _toggled(self, on: bool) -> None:
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)
+        self.toggle.setAccessibleName("Hide details" if on else "Show details")
+        self.body.setVisible(on)
+
+
+def inside_details(widget: QWidget | None) -> bool:
+    """Whether ``widget`` is (in) the body of a Details fold, where technical words
+    belong; the tests of the window's words skip those."""
+    while widget is not None:
+        parent = widget.parentWidget()
+        if isinstance(parent, DetailsFold) and widget is parent.body:
+            return True
+        widget = parent
+    return False

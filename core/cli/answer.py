@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from core.cli.args import positive_int
+from core.cli.terminal import printable, printable_lines
 from core.config import load_settings
 from core.errors import LecternError
 from core.generation.citations import REFUSAL
@@ -90,7 +91,9 @@ def citation_lines(citations: tuple[Citation, ...]) -> list[str]:
         seen.add((c.n, quote))
         page = c.spans[0].page if c.spans else c.hit.page
         where = _display_path(c.hit.path) + (f", page {page}" if page is not None else "")
-        lines.append(f'[{c.n}] {where}: "{quote}"')
+        # Escaped (core/cli/terminal.py): a name holding "\r[1] other.pdf" would print a
+        # forged source line, and a quote is a document's text, which may hold ESC.
+        lines.append(f'[{c.n}] {printable(where)}: "{printable(quote)}"')
     return lines
 
 
@@ -184,11 +187,12 @@ def cmd_ask(
             elif isinstance(event, StatusEvent) and not as_json:
                 if event.kind not in said:  # once each: progress would flood the terminal
                     said.add(event.kind)
-                    print(event.message, file=err)
+                    print(printable(event.message), file=err)
             elif isinstance(event, DraftEvent) and not as_json:
                 # A slow server is still reading: the quote now, the written answer after.
                 draft = event.answer
-                out.write(f"{draft}\n({EXTRACTIVE_NOTE}; the model is still reading…)\n")
+                shown = printable_lines(draft)
+                out.write(f"{shown}\n({EXTRACTIVE_NOTE}; the model is still reading…)\n")
                 out.flush()
             elif isinstance(event, TokenEvent) and not as_json:
                 if draft is not None and not streamed:
@@ -196,7 +200,7 @@ def cmd_ask(
                         continue
                     out.write("\nWritten answer:\n")
                 streamed.append(event.text)
-                out.write(event.text)
+                out.write(printable_lines(event.text))
                 out.flush()
             elif isinstance(event, WarningEvent):
                 pass  # printed after the answer and its sources (DoneEvent has them all)
@@ -206,9 +210,9 @@ def cmd_ask(
                 else:
                     if streamed:
                         out.write("\n")
-                    print(f"Error: {event.error.message}", file=err)
+                    print(f"Error: {printable(event.error.message)}", file=err)
                     if event.error.hint:
-                        print(f"Hint: {event.error.hint}", file=err)
+                        print(f"Hint: {printable(event.error.hint)}", file=err)
                 return EXIT_ERROR
             elif isinstance(event, DoneEvent):
                 if as_json:
@@ -216,7 +220,7 @@ def cmd_ask(
                     return 0
                 _print_done(event, "".join(streamed), out)
                 for warning in event.warnings:
-                    print(f"Warning: {warning.message}", file=err)
+                    print(f"Warning: {printable(warning.message)}", file=err)
                 return 0
         return 0
     except KeyboardInterrupt:
@@ -234,9 +238,10 @@ def _print_done(done: Any, streamed: str, out: TextIO) -> None:
         out.write("\n")
     if streamed.strip() and streamed.strip() != done.answer.strip():
         # Unknown citation numbers were removed: show the checked answer.
-        out.write(f"\nChecked answer:\n{done.answer}\n")
+        out.write(f"\nChecked answer:\n{printable_lines(done.answer)}\n")
     if any(w.kind == WarningKind.QUOTED_FIRST for w in done.warnings):
-        out.write(f"(quoted from your documents; {done.model}'s answer follows, unverified)\n")
+        model = printable(str(done.model))
+        out.write(f"(quoted from your documents; {model}'s answer follows, unverified)\n")
     elif done.mode == "extractive":
         out.write(f"({EXTRACTIVE_NOTE})\n")
     elif done.mode == "declined" and not done.answer.strip().startswith(REFUSAL):
@@ -246,7 +251,7 @@ def _print_done(done: Any, streamed: str, out: TextIO) -> None:
         out.write("\nSources:\n" + "\n".join(lines) + "\n")
     reordered = done.timings.get("llm_rerank_s")
     if reordered is not None:
-        out.write(f"({rerank_note(done.model, reordered)})\n")
+        out.write(f"({printable(rerank_note(done.model, reordered))})\n")
     if done.conversation_id is not None:
         out.write(
             f"\n(conversation {done.conversation_id}: continue with --conversation {done.conversation_id})\n"
@@ -289,18 +294,21 @@ def cmd_models(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
             file=out,
         )
         return 0
+    # What a server calls its models is its own text: shown escaped like a file name.
+    url, shown = printable(client.url), printable(current)
     if not models:
-        out.write(f"The server at {client.url} has no models. Pull one: lectern pull {current}\n")
+        out.write(f"The server at {url} has no models. Pull one: lectern pull {shown}\n")
         return 0
-    width = max(len(m.name) for m in models)
+    listed = {m.name: printable(m.name) for m in models}
+    width = max(len(n) for n in listed.values())
     out.write(f"  {'NAME':<{width}}  {'SIZE':>9}  {'PARAMS':>7}  QUANT\n")
     for m in models:
         mark = "*" if m.name in (current, f"{current}:latest") else " "
-        out.write(
-            f"{mark} {m.name:<{width}}  {_size(m.size):>9}  {m.parameter_size or '-':>7}  {m.quantization or '-'}\n"
-        )
+        params, quant = printable(m.parameter_size or "-"), printable(m.quantization or "-")
+        out.write(f"{mark} {listed[m.name]:<{width}}  {_size(m.size):>9}  {params:>7}  {quant}\n")
     if not configured_present:
-        out.write(f"\nThe configured model {current!r} is not installed: lectern pull {current}\n")
+        # repr escapes what printable does.
+        out.write(f"\nThe configured model {current!r} is not installed: lectern pull {shown}\n")
     return 0
 
 
@@ -324,7 +332,7 @@ class PullBar:
             return
         self._end_line()
         if p.status != self._last_status:
-            print(p.status, file=self.stream)
+            print(printable(p.status), file=self.stream)  # the server's words
         self._last_status = p.status
 
     def _bar(self, p: PullProgress) -> None:
@@ -332,7 +340,7 @@ class PullBar:
         now = time.monotonic()
         if not self.tty:
             if p.status != self._last_status:
-                print(f"{p.status} ({_size(p.total)})", file=self.stream)
+                print(f"{printable(p.status)} ({_size(p.total)})", file=self.stream)
                 self._last_status = p.status
             return
         if now - self._last_draw < self.min_interval and fraction < 1.0:
@@ -341,7 +349,9 @@ class PullBar:
         width = 28
         filled = int(width * fraction)
         bar = "█" * filled + "░" * (width - filled)
-        line = f"\r{p.status} {bar} {fraction:4.0%} {_size(p.completed)}/{_size(p.total)}"
+        line = (
+            f"\r{printable(p.status)} {bar} {fraction:4.0%} {_size(p.completed)}/{_size(p.total)}"
+        )
         self.stream.write(line + " " * 4)
         self.stream.flush()
         self._open_line = True

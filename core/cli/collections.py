@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.cli.common import open_library, open_reader
+from core.cli.terminal import printable
 from core.records import Collection, Scope
 
 Handler = Callable[[argparse.Namespace], int]
@@ -68,12 +69,13 @@ def register(subparsers: Any) -> dict[str, Handler]:
 
 def _line(collection: Collection, library_folders: list[str]) -> list[str]:
     n = len(collection.folders)
-    lines = [f"{collection.name} ({n} folder{'' if n == 1 else 's'})"]
+    # Names and folders escaped (core/cli/terminal.py), as every name shown.
+    lines = [f"{printable(collection.name)} ({n} folder{'' if n == 1 else 's'})"]
     for folder in collection.folders:
         inside = any(
             folder == f or folder.startswith(f.rstrip("/\\") + "/") for f in library_folders
         )
-        lines.append(f"  {folder}" + ("" if inside else "  (not in the library now)"))
+        lines.append(f"  {printable(folder)}" + ("" if inside else "  (not in the library now)"))
     return lines
 
 
@@ -111,19 +113,21 @@ def cmd_collection(args: argparse.Namespace) -> int:
     try:
         if args.action == "create":
             made = library.create_collection(args.name, args.folders)
-            print(f"Created the collection “{made.name}” ({_count(made)}).")
+            print(f"Created the collection “{printable(made.name)}” ({_count(made)}).")
         elif args.action == "add":
             changed = library.add_to_collection(args.name, args.folders)
-            print(f"“{changed.name}” now holds {_count(changed)}.")
+            print(f"“{printable(changed.name)}” now holds {_count(changed)}.")
         elif args.action == "remove":
             changed = library.remove_from_collection(args.name, args.folders)
-            print(f"“{changed.name}” now holds {_count(changed)}.")
+            print(f"“{printable(changed.name)}” now holds {_count(changed)}.")
         elif args.action == "rename":
             renamed = library.rename_collection(args.name, args.new_name)
-            print(f"Renamed to “{renamed.name}”.")
+            print(f"Renamed to “{printable(renamed.name)}”.")
         elif args.action == "delete":
             library.delete_collection(args.name)
-            print(f"Deleted the collection “{args.name}”; its folders stay in the library.")
+            print(
+                f"Deleted the collection “{printable(args.name)}”; its folders stay in the library."
+            )
     finally:
         library.close()
     return 0

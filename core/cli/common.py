@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from core import __version__
+from core.cli.terminal import printable
 from core.indexing.throttle import BUSY_WAITING
+from core.private import append_private
 from core.records import IndexProgress
 
 if TYPE_CHECKING:
@@ -111,9 +113,12 @@ def write_crash_log(details: str) -> Path | None:
     if path is None:
         return None
     try:
-        with path.open("a", encoding="utf-8", errors="backslashreplace") as log:
-            log.write(f"--- lectern {__version__} {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-            log.write(details if details.endswith("\n") else details + "\n")
+        # Private: a traceback can quote a question, a passage or a path.
+        append_private(
+            path,
+            f"--- lectern {__version__} {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+            + (details if details.endswith("\n") else details + "\n"),
+        )
         return path
     except OSError:
         return None
@@ -132,14 +137,15 @@ class _TerminalLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            message = record.getMessage()
+            # A log line may quote a file name or a document's words.
+            message = printable(record.getMessage())
             if record.exc_info and record.exc_info[1] is not None:
                 exc = record.exc_info[1]
                 write_crash_log(f"{message}\n{''.join(traceback.format_exception(exc))}")
                 if debugging():
                     message += "\n" + "".join(traceback.format_exception(exc)).rstrip()
                 else:
-                    message += f" ({type(exc).__name__}: {exc})"
+                    message += f" ({printable(f'{type(exc).__name__}: {exc}')})"
             print(f"Warning: {message}", file=sys.stderr, flush=True)
         except Exception:  # a log line must never become a failure of its own
             pass
@@ -205,8 +211,9 @@ class ThreadFailures:
         self.failed.append(name)
         try:
             print(
-                f"Error: a background part of Lectern ({name}) stopped on an unexpected error "
-                f"({type(exc).__name__}: {exc}), so this command ends here.\n"
+                f"Error: a background part of Lectern ({printable(name)}) stopped on an "
+                f"unexpected error ({printable(f'{type(exc).__name__}: {exc}')}), so this "
+                "command ends here.\n"
                 f"Hint: {f'Details are in {where}' if where else 'Details'}; run the command "
                 "again with LECTERN_DEBUG=1 to see them here.",
                 file=sys.stderr,
@@ -323,9 +330,9 @@ def open_library(*, migrate: bool = False) -> Library:
     library = Library(migrate=migrate)
     # What was repaired at open is said once, where the person is looking.
     for notice in library.recovery_notices:
-        print(f"{notice.message} {notice.hint}".strip(), file=sys.stderr)
+        print(printable(f"{notice.message} {notice.hint}".strip()), file=sys.stderr)
         if notice.kept_at:
-            print(f"  (kept at {notice.kept_at})", file=sys.stderr)
+            print(f"  (kept at {printable(notice.kept_at)})", file=sys.stderr)
     return library
 
 
@@ -347,8 +354,9 @@ def running_library(busy: IndexBusyError, home: Path) -> RemoteLibrary:
 
 
 def open_reader() -> LibraryReader:
-    """The library for ``search`` and ``status``: opened here, or, while ``lectern watch``,
-    ``lectern index`` or the app holds it, asked through that process."""
+    """The library for the commands that only read (``search``, ``status``, ``files``,
+    ``conversations``): opened here, or, while ``lectern watch``, ``lectern index`` or the
+    app holds it, asked through that process."""
     from core.config import data_dir
     from core.errors import IndexBusyError
 

@@ -66,6 +66,13 @@ def cmd_files(args: argparse.Namespace) -> int:
     return 0
 
 
+def empty_files_line(count: int) -> str:
+    """Empty files in one line of `lectern index` or `lectern watch`, however many (a
+    thousand were a thousand "failed" lines); this command lists each."""
+    files = "1 empty file" if count == 1 else f"{count:,} empty files"
+    return f"{files} skipped (nothing to index; `lectern files --state skipped` lists them)"
+
+
 def file_lines(entries: Sequence[FileEntry]) -> list[str]:
     """One line per file (state, pages, passages, when indexed, path and reason), then a
     total by state. Names and reasons are shown escaped where they hold control or bidi

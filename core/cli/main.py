@@ -29,8 +29,10 @@ from core.cli.common import (
     quiet_logging,
     write_crash_log,
 )
+from core.cli.terminal import printable
 from core.errors import LecternError
 from core.offline import force_offline
+from core.private import private_umask
 
 if TYPE_CHECKING:
     from core.library import Library
@@ -95,6 +97,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         "unchanged": report.unchanged,
         "failed": report.failed,
         "skipped": report.skipped,
+        "empty": report.empty,
         "chunks_embedded": report.chunks_embedded,
         "chunks_reused": report.chunks_reused,
         "elapsed_s": round(report.elapsed_s, 2),
@@ -111,7 +114,11 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"in {report.elapsed_s:.1f} s."
         )
         for path, reason in report.failures:
-            print(f"  failed: {path}: {reason}")
+            print(f"  failed: {printable(path)}: {printable(reason)}")
+        if report.empty:
+            from core.cli.files import empty_files_line
+
+            print(f"  {empty_files_line(report.empty)}")
     return 0
 
 
@@ -128,7 +135,7 @@ def _finish_model_switch(library: Library) -> bool:
                 break
             if status.sentence != last:
                 last = status.sentence
-                print(last, file=sys.stderr)
+                print(printable(last), file=sys.stderr)  # may quote a failure's words
             if status.state == "failed":
                 break  # said above; the old model keeps answering
     except KeyboardInterrupt:
@@ -185,7 +192,9 @@ def status_lines(status: Mapping[str, Any]) -> list[str]:
             f"{c.get(key, 0)} {key}" for key in ("indexed", "failed", "skipped", "pending")
         )
 
-    lines = [f"Data folder: {status.get('home', '')}"]
+    # Paths, reasons and repairs are shown escaped (core/cli/terminal.py): a file name
+    # holding ESC or a line break must not rewrite the terminal or forge a line.
+    lines = [f"Data folder: {printable(str(status.get('home', '')))}"]
     folders = status.get("folders", [])
     if not folders:
         lines.append("No folders yet. Add one with: lectern index FOLDER")
@@ -195,7 +204,7 @@ def status_lines(status: Mapping[str, Any]) -> list[str]:
             state = "online" if folder.get("online", True) else "offline (not reachable now)"
             chunks = folder.get("chunks")
             lines.append(
-                f"  {folder['path']} ({state}): {tally(folder)}"
+                f"  {printable(str(folder['path']))} ({state}): {tally(folder)}"
                 + (f"; {chunks} chunks" if chunks is not None else "")
             )
     lines.append(
@@ -221,14 +230,14 @@ def status_lines(status: Mapping[str, Any]) -> list[str]:
         )
     advice = status.get("model_advice")
     if advice:
-        lines.append(str(advice.get("message", "")))
+        lines.append(printable(str(advice.get("message", ""))))
         lines.append(
             f'  To switch: set "embedding_model": "{advice.get("model")}" in settings.json, '
             "then run: lectern index"
         )
     switching = status.get("reembedding")
     if switching:
-        lines.append(str(switching.get("message", "")))
+        lines.append(printable(str(switching.get("message", ""))))
     keyword = status.get("keyword_index")
     if keyword and keyword != "ready":
         lines.append(
@@ -243,12 +252,17 @@ def status_lines(status: Mapping[str, Any]) -> list[str]:
         lines.append("Recent repairs:")
         for repair in repairs[-5:]:
             kept = f" (kept at {repair['kept_at']})" if repair.get("kept_at") else ""
-            lines.append(f"  {repair.get('at', '')} {repair.get('message', '')}{kept}".rstrip())
+            said = f"  {repair.get('at', '')} {repair.get('message', '')}{kept}"
+            lines.append(printable(said.rstrip()))
     for state, title in (("failed", "Failed"), ("skipped", "Skipped"), ("pending", "Pending")):
         docs = [d for d in status.get("documents", []) if d.get("state") == state]
         if docs:
             lines.append(f"{title} files ({len(docs)}):")
-            lines.extend(f"  {d['path']}: {d.get('reason') or 'not indexed yet'}" for d in docs)
+            lines.extend(
+                f"  {printable(str(d['path']))}: "
+                f"{printable(str(d.get('reason') or 'not indexed yet'))}"
+                for d in docs
+            )
     return lines
 
 
@@ -289,8 +303,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     for i, hit in enumerate(hits, start=1):
         place = f", {hit.location}" if hit.location else ""
         snippet = " ".join(hit.text.split())
-        print(f"[{i}] {hit.path}{place}  (score {hit.score:.4f})")
-        print(f"    {snippet[:300]}{'…' if len(snippet) > 300 else ''}")
+        # A document's text may hold ESC as its name may: both shown escaped.
+        print(f"[{i}] {printable(hit.path + place)}  (score {hit.score:.4f})")
+        print(f"    {printable(snippet[:300])}{'…' if len(snippet) > 300 else ''}")
     if second_stage_state(hits) in ("cut short", "skipped"):
         print(f"\n{SECOND_STAGE_NOTE}")
     return 0
@@ -322,7 +337,7 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
     bar.close()
     if not args.json:
         print(
-            f"{result['dataset']}: {result['questions']} questions "
+            f"{printable(str(result['dataset']))}: {result['questions']} questions "
             + ", ".join(f"{n} {g}" for g, n in result["groups"].items())
             + f"; {result['chunks']} passages, indexed in {result['index_s']} s"
         )
@@ -359,8 +374,8 @@ def cmd_eval_library(args: argparse.Namespace) -> int:
         library.close()
     if not args.json:
         for line in report["lines"]:
-            print(line)
-        print(f"(question set kept at {report['set']}; --new makes another)")
+            print(printable(line))
+        print(f"(question set kept at {printable(str(report['set']))}; --new makes another)")
     print(json.dumps(report))
     return 0
 
@@ -384,7 +399,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     keys = ["ndcg@10", "mrr@10", "recall@5", "recall@10", "recall@20", "recall@50", "query_ms"]
     for summary in result["sets"]:
         print(
-            f"{summary['dataset']} ({summary['split']}): {summary['queries']} queries, "
+            f"{printable(str(summary['dataset']))} ({summary['split']}): "
+            f"{summary['queries']} queries, "
             f"{summary['documents']} documents, {summary['chunks']} chunks, "
             f"indexed in {summary['index_s']} s"
         )
@@ -401,7 +417,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for summary in result["sets"]:
             by = summary["by_mode"]
             print(
-                f"{summary['dataset']:24} {by['hybrid']['ndcg@10']:>8.4f} "
+                f"{printable(str(summary['dataset'])):24} {by['hybrid']['ndcg@10']:>8.4f} "
                 f"{by['bm25']['ndcg@10']:>8.4f} {by['dense']['ndcg@10']:>8.4f} "
                 f"{summary['hybrid_minus_best_single']:>+9.4f}"
             )
@@ -534,25 +550,33 @@ def build_parser() -> tuple[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Before anything is printed: no locale, terminal encoding or log record may end a
-    # command in a traceback (core/cli/common.py).
-    prepare_streams()
-    quiet_logging()
-    parser, handlers = build_parser()
-    args = parser.parse_args(argv)
-    decode_text_arguments(args)
-    with ThreadFailures() as background:
-        code = _run(handlers[args.command], args)
-    return EXIT_ERROR if background.failed else code
+    # Before anything is written: DuckDB makes its files by the umask, and a library (its
+    # documents' text, conversations, an API key) is no one else's (core/private.py).
+    # Given back after: a program (or test) that calls main keeps its own.
+    previous = private_umask()
+    try:
+        # Before anything is printed: no locale, terminal encoding or log record may end
+        # a command in a traceback (core/cli/common.py).
+        prepare_streams()
+        quiet_logging()
+        parser, handlers = build_parser()
+        args = parser.parse_args(argv)
+        decode_text_arguments(args)
+        with ThreadFailures() as background:
+            code = _run(handlers[args.command], args)
+        return EXIT_ERROR if background.failed else code
+    finally:
+        os.umask(previous)
 
 
 def _run(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return handler(args)
     except LecternError as exc:
-        print(f"Error: {exc.message}", file=sys.stderr)
+        # A message may quote a path or a server's words: escaped like every name shown.
+        print(f"Error: {printable(exc.message)}", file=sys.stderr)
         if exc.hint:
-            print(f"Hint: {exc.hint}", file=sys.stderr)
+            print(f"Hint: {printable(exc.hint)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:  # Ctrl+C is an answer, not an error: no traceback
         return EXIT_INTERRUPTED
@@ -561,8 +585,9 @@ def _run(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace)
             raise
         log = write_crash_log(traceback.format_exc())
         where = f"Details are in {log}" if log else "Details"
+        what = printable(f"{type(exc).__name__}: {exc}")
         print(
-            f"Error: something unexpected went wrong ({type(exc).__name__}: {exc}).\n"
+            f"Error: something unexpected went wrong ({what}).\n"
             f"Hint: {where}; run the command again with LECTERN_DEBUG=1 to see them here.",
             file=sys.stderr,
         )

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.cli.terminal import printable
 from core.errors import LecternError
 from core.records import IndexProgress
 
@@ -110,7 +111,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
             return
         when = time.strftime("%H:%M:%S", time.localtime(batch.finished_at))
         kind = "reconciled" if batch.reconcile else "applied"
-        shown = ", ".join(batch.paths[:5]) + (
+        # Names escaped (core/cli/terminal.py): a file name must not forge a line.
+        shown = ", ".join(printable(p) for p in batch.paths[:5]) + (
             f" and {len(batch.paths) - 5} more" if len(batch.paths) > 5 else ""
         )
         text = (
@@ -119,7 +121,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
             f"in {r.elapsed_s:.2f} s: {shown}"
         )
         for path, reason in r.failures:
-            text += f"\n  failed: {path}: {reason}"
+            text += f"\n  failed: {printable(path)}: {printable(reason)}"
+        if r.empty:
+            from core.cli.files import empty_files_line
+
+            text += f"\n  {empty_files_line(r.empty)}"
         _emit(
             args,
             out_lock,
@@ -130,6 +136,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 "removed": r.removed,
                 "failed": r.failed,
                 "skipped": r.skipped,
+                "empty": r.empty,
                 "chunks_embedded": r.chunks_embedded,
                 "chunks_reused": r.chunks_reused,
                 "elapsed_s": round(r.elapsed_s, 3),
@@ -140,7 +147,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         )
 
     def on_status(folder: str, state: str, reason: str) -> None:
-        text = f"{folder}: {state}" + (f" ({reason})" if reason else "")
+        text = f"{printable(folder)}: {state}" + (f" ({printable(reason)})" if reason else "")
         _emit(
             args,
             out_lock,
@@ -157,9 +164,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     def tell(exc: LecternError) -> None:
         with out_lock:
-            print(f"Error: {exc.message}", file=sys.stderr, flush=True)
+            print(f"Error: {printable(exc.message)}", file=sys.stderr, flush=True)
             if exc.hint:
-                print(f"Hint: {exc.hint}", file=sys.stderr, flush=True)
+                print(f"Hint: {printable(exc.hint)}", file=sys.stderr, flush=True)
 
     for path in args.paths:
         library.add_folder(Path(path))
@@ -225,7 +232,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                     args,
                     out_lock,
                     {"event": "waiting_for_room", "folder": folder},
-                    f"Indexing waits until there is room on the disk ({folder}).",
+                    f"Indexing waits until there is room on the disk ({printable(folder)}).",
                 )
     except KeyboardInterrupt:
         pass

@@ -535,6 +535,19 @@ class E5Embedder:
 
 
 MODELS = (DEFAULT_MODEL_ID, MULTILINGUAL_MODEL_ID)
+# What the app calls each model: a person chooses between an English and a multilingual
+# model, and a Hugging Face id says neither (all-MiniLM-L6-v2 learned English only).
+MODEL_LABELS = {
+    DEFAULT_MODEL_ID: "the English model",
+    MULTILINGUAL_MODEL_ID: "the multilingual model",
+}
+
+
+def model_label(model_id: str) -> str:
+    """The model's name in words ("the multilingual model"); an unknown id as it is."""
+    return MODEL_LABELS.get(model_id, model_id)
+
+
 _shared: dict[str, Embedder] = {}
 _shared_lock = threading.Lock()
 

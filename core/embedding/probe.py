@@ -24,6 +24,7 @@ from platformdirs import user_cache_dir
 
 from core.config import APP_NAME
 from core.embedding.batching import plan_batches
+from core.private import make_private_dir, write_private
 
 PRECISIONS = ("fp32", "bf16-autocast", "bf16")
 ENCODING_ENV = "LECTERN_ENCODING"  # one of PRECISIONS forces that path; unset or "auto" measures
@@ -211,10 +212,8 @@ def write_cached_choice(path: Path, key: dict[str, Any], choice: EncodingChoice)
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"entries": entries}, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        make_private_dir(path.parent)
+        write_private(path, json.dumps({"entries": entries}, indent=1), durable=False)
     except OSError:
         pass
 

@@ -18,6 +18,10 @@ folder (``eval/library-check.jsonl``), targets by file and character range so th
 re-indexing does not orphan it, and reused by later runs so that changes can be
 compared; ``fresh=True`` makes a new one.
 
+A run reports where it is (``progress``: questions made, searched, ``n`` of ``m``) and
+stops between two questions when ``cancel`` is set (``CheckCancelled``): the app shows
+both, as the check can take minutes on a library in another language.
+
 When the multilingual model is installed and the library is not in English, both
 models are also measured on the same questions over a scratch copy of a sample of the
 library (the questions' own documents plus others, as text), which is what the plain-words
@@ -30,6 +34,7 @@ import json
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -38,8 +43,9 @@ from typing import Any
 
 from core.embedding.languages import ENGLISH, NON_LATIN, marker_words, passage_language
 from core.errors import DatasetError, LecternError
+from core.indexing.indexer import Controls
 from core.library import Library
-from core.records import MODE_NAMES
+from core.records import MODE_NAMES, IndexProgress
 from core.store.keyword.tokens import LANGUAGE_MARKERS
 from core.text import STOPWORDS, split_sentences
 
@@ -63,6 +69,35 @@ QUESTION_PROMPT = (
     "documents would ask it. Reply with the question only, in the passage's language.\n\n"
     "Passage:\n{passage}"
 )
+
+
+@dataclass(frozen=True)
+class CheckProgress:
+    """Where a run of the check is: ``step`` of ``steps`` ("questions": making them,
+    "search": searching for each with every mode, "compare": the two models on a scratch
+    copy), ``done`` of ``total`` in it; ``model`` is the one a comparison is on."""
+
+    stage: str
+    step: int
+    steps: int
+    done: int
+    total: int
+    model: str = ""
+
+
+Progress = Callable[[CheckProgress], None]
+
+
+class CheckCancelled(LecternError):
+    """The person stopped the check; nothing was measured or changed."""
+
+    def __init__(self) -> None:
+        super().__init__("The check was cancelled.", "Nothing was changed; run it again any time.")
+
+
+def _stop_if(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise CheckCancelled()
 
 
 @dataclass(frozen=True)
@@ -133,9 +168,12 @@ def make_questions(
     *,
     seed: int = 7,
     ask_model: Callable[[str], str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> list[CheckQuestion]:
     """A new question set from a sample of ``library``'s passages; ``ask_model`` (a
-    prompt in, the model's reply out) writes the questions when given."""
+    prompt in, the model's reply out) writes the questions when given. ``progress`` is
+    told the questions made of ``size``; ``cancel`` stops it between two."""
     rng = random.Random(seed)
     sampled = library.store.sample_chunks(size * 2, seed=seed)
     rng.shuffle(sampled)
@@ -144,6 +182,7 @@ def make_questions(
     for chunk_id, _, text in sampled:
         if len(questions) >= size or chunk_id not in places:
             continue
+        _stop_if(cancel)
         path, start, end = places[chunk_id]
         query, recipe = None, "sentence"
         if ask_model is not None:
@@ -158,6 +197,8 @@ def make_questions(
             query, recipe = half_remembered(text, rng), "sentence"
         if query:
             questions.append(CheckQuestion(query, path, start, end, recipe))
+            if progress is not None:
+                progress(len(questions), size)
     return questions
 
 
@@ -178,23 +219,40 @@ def load_questions(path: Path) -> list[CheckQuestion]:
 
 
 def measure(
-    library: Library, questions: Sequence[CheckQuestion], modes: Sequence[str] = MODES
+    library: Library,
+    questions: Sequence[CheckQuestion],
+    modes: Sequence[str] = MODES,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> dict[str, dict[str, float]]:
-    """recall@DEPTH and MRR@DEPTH of each mode on ``questions``."""
+    """recall@DEPTH and MRR@DEPTH of each mode on ``questions``; ``progress`` is told
+    the searches done of all of them, ``cancel`` stops it between two."""
     results: dict[str, dict[str, float]] = {}
+    total = len(questions) * len(modes)
     # Made-up questions must not teach the fusion what the user's own questions are like.
     with library.retriever.calibration.paused():
-        for mode in modes:
-            results[mode] = _measure_mode(library, questions, mode)
+        for i, mode in enumerate(modes):
+
+            def searched(n: int, before: int = i * len(questions)) -> None:
+                if progress is not None:
+                    progress(before + n, total)
+
+            results[mode] = _measure_mode(library, questions, mode, searched, cancel)
     return results
 
 
 def _measure_mode(
-    library: Library, questions: Sequence[CheckQuestion], mode: str
+    library: Library,
+    questions: Sequence[CheckQuestion],
+    mode: str,
+    progress: Callable[[int], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> dict[str, float]:
     found = first = reciprocal = 0.0
     started = time.monotonic()
-    for q in questions:
+    for n, q in enumerate(questions, 1):
+        _stop_if(cancel)
         hits = library.search(q.query, k=DEPTH, mode=mode)
         rank = next(
             (
@@ -208,6 +266,8 @@ def _measure_mode(
             found += 1
             first += rank == 1
             reciprocal += 1.0 / rank
+        if progress is not None:
+            progress(n)
     n = max(1, len(questions))
     return {
         f"recall@{DEPTH}": round(found / n, 4),
@@ -223,9 +283,13 @@ def _compare_models(
     scratch: Path,
     models: Sequence[str],
     seed: int,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Each of ``models`` on the same questions over a scratch copy, as text, of the
-    questions' documents and others drawn from the library."""
+    questions' documents and others drawn from the library. ``progress`` is told the
+    work done of all of it (a document indexed or a question searched is one unit) and
+    the model it is on; ``cancel`` stops it at the next file or question."""
     from core.config import Settings
 
     documents = {d.path: d for d in library.documents(state="indexed")}
@@ -237,6 +301,7 @@ def _compare_models(
     docs.mkdir(parents=True, exist_ok=True)
     copies: dict[str, str] = {}
     for number, path in enumerate(chosen):
+        _stop_if(cancel)
         copy = docs / f"{number:05d}.txt"
         text = library.document_text(documents[path].id)
         if not copy.exists() or copy.read_text(encoding="utf-8") != text:
@@ -246,18 +311,57 @@ def _compare_models(
     moved = [replace(q, path=copies[q.path]) for q in questions if q.path in copies]
     figures: dict[str, Any] = {"documents": len(chosen), "questions": len(moved)}
     base: Settings = library.settings
-    for model in models:
+    per_model = len(chosen) + len(MODES) * len(moved)
+    total = per_model * len(models)
+    for i, model in enumerate(models):
+        _stop_if(cancel)
+        before = i * per_model
+
+        def indexed(p: IndexProgress, before: int = before, model: str = model) -> None:
+            if progress is not None:
+                progress(before + min(p.files_done, len(chosen)), total, model)
+
+        def searched(n: int, _all: int, before: int = before, model: str = model) -> None:
+            if progress is not None:
+                progress(before + len(chosen) + n, total, model)
+
         home = scratch / ("home-" + re.sub(r"\W+", "-", model))
         with Library(replace(base, home=home, embedding_model=model)) as copy_library:
-            copy_library.index([docs])
+            # The index run stops at its next file when the check is cancelled.
+            controls = Controls(cancel=cancel) if cancel is not None else None
+            copy_library.index([docs], progress=indexed, controls=controls)
+            _stop_if(cancel)
             copy_library.wait_for_model_switch()
             copy_library.wait_for_keyword_rebuild()
-            figures[model] = measure(copy_library, moved)
+            figures[model] = measure(copy_library, moved, progress=searched, cancel=cancel)
     return figures
 
 
-def verdict(report: dict[str, Any]) -> list[str]:
-    """The result in plain words."""
+def advised_mode(report: dict[str, Any]) -> str:
+    """The mode that found clearly more than hybrid ("bm25" or "dense"), or ""."""
+    key = f"recall@{DEPTH}"
+    modes = report["modes"]
+    best = max(modes, key=lambda m: modes[m][key])
+    return best if modes[best][key] > modes["hybrid"][key] + 0.05 else ""
+
+
+def advised_model(report: dict[str, Any]) -> str:
+    """The other model, when the comparison says switching to it would help; "" when
+    there was no comparison (none while a switch is under way) or it would not."""
+    compared = report.get("models")
+    if not compared or report.get("switching"):
+        return ""
+    current, other = report["embedding_model"], report["other_model"]
+    mine, theirs = compared[current]["dense"], compared[other]["dense"]
+    return str(other) if theirs[f"mrr@{DEPTH}"] > mine[f"mrr@{DEPTH}"] + 0.05 else ""
+
+
+def verdict(report: dict[str, Any], *, app: bool = False) -> list[str]:
+    """The result in plain words: for the command line, or (``app``) in the app's own
+    words, its search modes and models by the names the window gives them, no command
+    options or settings file (the app offers its advice as buttons)."""
+    from core.embedding.models import model_label
+
     key = f"recall@{DEPTH}"
     modes = report["modes"]
     count = report["questions"]
@@ -275,24 +379,35 @@ def verdict(report: dict[str, Any]) -> list[str]:
         f"{modes['dense'][key]:.0%}), and as the very first result for "
         f"{modes['hybrid']['hit@1']:.0%}."
     ]
-    best = max(modes, key=lambda m: modes[m][key])
-    if modes[best][key] > modes["hybrid"][key] + 0.05:
+    best = advised_mode(report)
+    if best:
         name = {"bm25": "keyword", "dense": "meaning"}[best]
         if best == "bm25" and report["recipe"] != "model":
             # Sentences from the documents favour keyword search by construction; a
             # person's questions paraphrase, and there the library's hybrid can be far
             # ahead (docs/QUALITY.md: the German set with the multilingual model, 0.95
             # against 0.53), so the advice is for exact phrases only.
+            use = (
+                f"{MODE_NAMES['bm25']} in Search"
+                if app
+                else f"--mode bm25 ({MODE_NAMES['bm25']} in the app)"
+            )
+            keep = MODE_NAMES["hybrid"] if app else f"hybrid ({MODE_NAMES['hybrid']})"
             lines.append(
                 f"Keyword search alone found more of these questions ({modes['bm25'][key]:.0%} "
                 f"against {modes['hybrid'][key]:.0%}), which are your documents' own words: "
-                "when you search with exact phrases from your documents, --mode bm25 "
-                f"({MODE_NAMES['bm25']} in the app) finds them more often; for questions in "
-                f"your own words keep hybrid ({MODE_NAMES['hybrid']})."
+                f"when you search with exact phrases from your documents, {use} finds them "
+                f"more often; for questions in your own words keep {keep}."
+            )
+        elif app:
+            # The app's Search tab has no meaning-only choice (its answers and its "Words
+            # and meaning" always add the keyword list): the nearest is advised.
+            nearest = MODE_NAMES["bm25"] if best == "bm25" else MODE_NAMES["hybrid"]
+            lines.append(
+                f"In this library {name} search alone finds more of questions like these; "
+                f"in Search, choose {nearest}."
             )
         else:
-            # The app's Search tab has no meaning-only choice (its answers and its "Words
-            # and meaning" always add the keyword list).
             where = (
                 f" ({MODE_NAMES[best]} in the app)" if best == "bm25" else " on the command line"
             )
@@ -310,21 +425,34 @@ def verdict(report: dict[str, Any]) -> list[str]:
         # The model changes meaning search; keyword search is the same with either.
         current, other = report["embedding_model"], report["other_model"]
         mine, theirs = compared[current]["dense"], compared[other]["dense"]
+        named = model_label if app else str
         languages = report.get("languages") or {}
         top = next(iter(languages.get("shares", {})), ENGLISH)
-        lead = f"Your documents are mostly {top}: " if top != ENGLISH else ""
-        lines.append(
-            f"{lead}searching by meaning on {compared['documents']} of your documents, "
-            f"{other} found the passage for {theirs[key]:.0%} of the questions (first "
-            f"result {theirs['hit@1']:.0%}) against {mine[key]:.0%} (first {mine['hit@1']:.0%}) "
-            f"with {current}."
+        searching = f"searching by meaning on {compared['documents']} of your documents"
+        lead = (
+            f"Your documents are mostly {top}: {searching}"
+            if top != ENGLISH
+            else searching[:1].upper() + searching[1:]
         )
-        if theirs["mrr@10"] > mine["mrr@10"] + 0.05:
+        lines.append(
+            f"{lead}, "
+            f"{named(other)} found the passage for {theirs[key]:.0%} of the questions (first "
+            f"result {theirs['hit@1']:.0%}) against {mine[key]:.0%} (first {mine['hit@1']:.0%}) "
+            f"with {named(current)}."
+        )
+        if advised_model(report):
             lines.append(
-                f'Switching would help: set "embedding_model": "{other}" in settings.json '
+                "Switching would help: the library is re-embedded in the background and "
+                "search keeps working meanwhile."
+                if app
+                else f'Switching would help: set "embedding_model": "{other}" in settings.json '
                 "(or choose Switch model in the app); the library is re-embedded in the "
                 "background."
             )
+    elif report.get("switching"):
+        lines.append(
+            "A change of search model is under way; the models are compared once it is done."
+        )
     for line in [ln for ln in lines if "%" in ln]:
         lines[lines.index(line)] = line.replace("%", " %")
     return lines
@@ -357,9 +485,13 @@ def check_library(
     ask_model: Callable[[str], str] | None = None,
     compare: bool = True,
     seed: int = 7,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Make (or reuse) the library's question set and measure it; see the module
-    docstring. The report has ``lines``, the verdict in plain words."""
+    docstring. The report has ``lines``, the verdict in plain words, and what it
+    advises (``advised_mode``, ``advised_model``: "" for nothing). ``progress`` is told
+    where the run is; ``cancel`` stops it between two questions (CheckCancelled)."""
     from core.embedding.models import DEFAULT_MODEL_ID, MODELS, MULTILINGUAL_MODEL_ID
 
     # Meaning search is measured too: in the app, asked before its model has loaded, the
@@ -369,8 +501,29 @@ def check_library(
     kept = folder / SET_FILE
     questions = [] if fresh else load_questions(kept)
     reused = bool(questions)
+    mix = library.language_mix()
+    current = library.db.get_meta("embedding_model") or DEFAULT_MODEL_ID
+    other = MULTILINGUAL_MODEL_ID if current == DEFAULT_MODEL_ID else DEFAULT_MODEL_ID
+    # While the library changes model, comparing the two would measure a library half
+    # way between them, and advise a switch already under way.
+    switching = library.reembedding_status() is not None
+    comparing = (
+        compare and not switching and mix.non_english > 0 and other in MODELS and _installed(other)
+    )
+    stages = (() if reused else ("questions",)) + ("search",) + (("compare",) if comparing else ())
+
+    def told(stage: str) -> Callable[[int, int], None]:
+        def tell(done: int, total: int) -> None:
+            if progress is not None:
+                progress(CheckProgress(stage, stages.index(stage) + 1, len(stages), done, total))
+
+        return tell
+
     if not questions:
-        questions = make_questions(library, size, seed=seed, ask_model=ask_model)
+        told("questions")(0, size)
+        questions = make_questions(
+            library, size, seed=seed, ask_model=ask_model, progress=told("questions"), cancel=cancel
+        )
         if not questions:
             raise DatasetError(
                 "The library has too little text to make test questions from.",
@@ -379,8 +532,7 @@ def check_library(
         save_questions(kept, questions)
     started = time.monotonic()
     written = sum(q.recipe == "model" for q in questions)
-    mix = library.language_mix()
-    current = library.db.get_meta("embedding_model") or DEFAULT_MODEL_ID
+    told("search")(0, len(questions) * len(MODES))
     report: dict[str, Any] = {
         "questions": len(questions),
         "recipe": "model" if written == len(questions) else "mixed" if written else "sentence",
@@ -389,15 +541,29 @@ def check_library(
         "reused": reused,
         "embedding_model": current,
         "languages": mix.to_json(),
-        "modes": measure(library, questions),
+        "modes": measure(library, questions, progress=told("search"), cancel=cancel),
+        "switching": switching,
     }
-    other = MULTILINGUAL_MODEL_ID if current == DEFAULT_MODEL_ID else DEFAULT_MODEL_ID
-    if compare and mix.non_english > 0 and other in MODELS and _installed(other):
+    if comparing:
+
+        def comparing_on(done: int, total: int, model: str) -> None:
+            if progress is not None:
+                step = stages.index("compare") + 1
+                progress(CheckProgress("compare", step, len(stages), done, total, model))
+
         report["other_model"] = other
         report["models"] = _compare_models(
-            library, questions, folder / "library-check-models", (current, other), seed
+            library,
+            questions,
+            folder / "library-check-models",
+            (current, other),
+            seed,
+            comparing_on,
+            cancel,
         )
     report["seconds"] = round(time.monotonic() - started, 1)
+    report["advised_mode"] = advised_mode(report)
+    report["advised_model"] = advised_model(report)
     report["lines"] = verdict(report)
     return report
 

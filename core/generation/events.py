@@ -34,6 +34,10 @@ class WarningKind(StrEnum):
     RERANK_FAILED = "rerank_failed"
     RERANK_UNREAD = "rerank_unread"
     NOT_SAVED = "not_saved"
+    # A kept turn whose answer did not end (core.records.TurnState): an error ended it,
+    # or Lectern did (stored turns only).
+    FAILED = "failed"
+    CUT_OFF = "cut_off"
     # Why nothing was found.
     NO_SOURCES = "no_sources"
     EMPTY_LIBRARY = "empty_library"
@@ -60,6 +64,9 @@ SERVER_FAILED = frozenset(
 class SourcesEvent:
     hits: tuple[Hit, ...]
     question: str = ""  # the standalone question the sources were retrieved for
+    # The conversation the question is kept in (made when it was asked); None when the
+    # answer is not kept, or when it came over the socket.
+    conversation_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,8 @@ class DoneEvent:
 class ErrorEvent:
     error: LecternError
     partial_answer: str = ""
+    # The conversation the failed turn is kept in (as SourcesEvent's).
+    conversation_id: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -144,6 +153,7 @@ class ErrorEvent:
             "hint": self.error.hint,
             "model": getattr(self.error, "model", None),
             "partial_answer": self.partial_answer,
+            "conversation": self.conversation_id,
         }
 
 

@@ -21,6 +21,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from core.errors import ExportError
+from core.private import write_private
 from core.records import Conversation, Turn, location_label
 
 # The names Windows keeps for devices: a file called "con.md" cannot be made there.
@@ -194,20 +195,13 @@ def write_export(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` whole or not at all (a full disk leaves no half file
     over an older export); a failure is an :class:`ExportError` in plain words."""
     target = Path(path).expanduser()
-    tmp = target.with_name(f".{target.name}.lectern-tmp")
     try:
         if target.is_dir():
             raise IsADirectoryError(errno.EISDIR, "is a folder", str(target))
-        with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
+        # Through a temporary no one can guess or plant a link at (the folder may be a
+        # shared one like /tmp); the export is 0600, as private as the conversation.
+        write_private(target, text)
     except OSError as exc:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         raise _export_error(target, exc) from exc
     return target
 

@@ -38,13 +38,20 @@ What happens when the model server misbehaves:
 * stream cut, stalled or failed mid-answer: the partial answer is kept, mode "generated",
   with a WarningEvent of kind "incomplete".
 * cancelled: the stream stops at once; DoneEvent with what had arrived and a "cancelled"
-  warning. Cancelled turns are not stored in the conversation.
+  warning.
 
-Every completed turn is stored with its sources and citations (core/store/conversations.py).
+A conversation exists from its first question: the question is stored (and a new
+conversation made, titled by it) before anything else, its turn "in progress"; when the
+answer ends the turn is completed with its sources and citations, and its state says how
+it ended (core.records.TurnState): done, stopped (cancelled, or the events closed: Ctrl+C,
+a window closed), or failed (an ErrorEvent, with the partial answer). One that never
+ends (the process killed) reads as cut off. SourcesEvent and ErrorEvent carry the
+conversation's id, DoneEvent its turn's too (core/store/conversations.py).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -98,7 +105,7 @@ from core.generation.prompt import (
 from core.generation.session import AnswerSession, fallback_warning
 from core.generation.widen import widen_for_prompt
 from core.library import Library
-from core.records import Citation, Hit, Scope, Turn
+from core.records import Citation, Hit, Scope, Turn, TurnState
 from core.retrieval.llm_order import LLM_RERANK_CANDIDATES, llm_order
 from core.retrieval.search import ANSWER_LEAD
 from core.store.conversations import ConversationStore
@@ -120,6 +127,8 @@ __all__ = [
     "WarningKind",
     "ask",
 ]
+
+log = logging.getLogger(__name__)
 
 MODES = ("generated", "extractive", "declined")
 REWRITE_CONTEXT = 4096
@@ -284,10 +293,145 @@ class _Question:
     standalone: str
     cancel: threading.Event | None
     scope: Scope = field(default_factory=Scope)
+    turn_id: int | None = None  # the stored turn, once there is one
+    ended: bool = False  # the turn's end is stored (or was tried)
+    kept_at: float = 0.0  # when the answer so far was last stored (time.monotonic)
 
     @property
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
+
+    def begin(self) -> None:
+        """Keep the question before answering it: a new conversation is made now, titled
+        by the question (so it is listed and found at once), and the turn stored in
+        progress. A failure here is tried again when the answer ends."""
+        if self.writer is None:
+            return
+        try:
+            if self.conversation is None:
+                # Copied to the backup with its turn, just after.
+                self.conversation = self.writer.create(self.question, copy=False)
+                if self.scope:
+                    self.library.set_conversation_scope(self.conversation, self.scope)
+            self.turn_id = self.writer.start_turn(self.conversation, self.question)
+            self.kept_at = time.monotonic()
+        except Exception as exc:  # the answer goes on; finish says if it is not kept
+            log.warning("question not stored before its answer: %s", exc)
+
+    def keep_partial(self, shown: Sequence[str]) -> None:
+        """Store the answer written so far every ``PARTIAL_EVERY_S`` while it streams, so
+        an answer cut off by the end of the process keeps most of its text."""
+        if self.writer is None or self.turn_id is None or self.ended:
+            return
+        if time.monotonic() - self.kept_at < PARTIAL_EVERY_S:
+            return
+        self.kept_at = time.monotonic()
+        try:
+            self.writer.save_partial(self.turn_id, "".join(shown))
+        except Exception as exc:  # only what a killed process would keep is at stake
+            log.warning("partial answer not stored: %s", exc)
+
+    def save(
+        self,
+        answer: str,
+        mode: str,
+        citations: Sequence[Citation],
+        sources: Sequence[Hit],
+        state: str,
+        warnings: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Store how the turn ended (once); raises what the store raises."""
+        if self.writer is None or self.ended:
+            return
+        self.ended = True
+        notes = [*(w.to_json() for w in self.run.warnings), *warnings]
+        if self.turn_id is not None:
+            self.writer.finish_turn(
+                self.turn_id,
+                standalone_question=self.standalone,
+                answer=answer,
+                mode=mode,
+                sources=sources,
+                citations=citations,
+                warnings=notes,
+                state=state,
+            )
+            return
+        if self.conversation is None:
+            self.conversation = self.writer.create(self.question)
+            if self.scope:
+                self.library.set_conversation_scope(self.conversation, self.scope)
+        self.turn_id = self.writer.add_turn(
+            self.conversation,
+            question=self.question,
+            standalone_question=self.standalone,
+            answer=answer,
+            mode=mode,
+            sources=sources,
+            citations=citations,
+            warnings=notes,
+            state=state,
+        )
+
+    def end_unfinished(
+        self, state: str, answer: str, sources: Sequence[Hit], error: BaseException | None
+    ) -> None:
+        """Store the turn as it stands when its answer ends without finishing: an error
+        (with its message, as a "failed" note), or a stop. Never raises: it runs while
+        the answer's events are closed or an error is on its way to the person."""
+        if state == TurnState.STOPPED:
+            note = {"kind": WarningKind.CANCELLED, "message": TURN_STOPPED}
+        else:
+            # A LecternError says what happened in the person's words; anything else is
+            # a fault of Lectern's, whose own words (a traceback's) are for the log.
+            if isinstance(error, LecternError):
+                why, hint = f"The answer failed: {error.message}", error.hint
+            else:
+                why, hint = "The answer failed: something unexpected went wrong.", ""
+                if error is not None:
+                    log.warning("answer failed: %r", error)
+            note = {"kind": WarningKind.FAILED, "message": why, "hint": hint}
+        said = any(w.kind == note["kind"] for w in self.run.warnings)
+        try:
+            self.save(answer.strip(), "", (), sources, state, [] if said else [note])
+        except Exception as exc:  # the person is told of the error or stop itself
+            log.warning("unfinished answer not stored: %s", exc)
+
+    def kept(self, events: Iterator[Event]) -> Iterator[Event]:
+        """``events`` with the id of the conversation they are kept in, storing the turn
+        however the answer ends: finished (``finish``), failed (an ErrorEvent), or
+        stopped when the events are closed or interrupted before the end (a window
+        closed, Ctrl+C)."""
+        shown: list[str] = []
+        draft = ""
+        sources: tuple[Hit, ...] = ()
+        try:
+            for event in events:
+                if isinstance(event, TokenEvent):
+                    shown.append(event.text)
+                    self.keep_partial(shown)
+                elif isinstance(event, DraftEvent):
+                    draft = event.answer
+                elif isinstance(event, SourcesEvent):
+                    sources = event.hits
+                    event = replace(event, conversation_id=self.conversation)
+                elif isinstance(event, ErrorEvent):
+                    partial = event.partial_answer or "".join(shown) or draft
+                    self.end_unfinished(TurnState.FAILED, partial, sources, event.error)
+                    event = replace(event, conversation_id=self.conversation)
+                yield event
+        except BaseException as exc:
+            stopped = isinstance(exc, GeneratorExit | KeyboardInterrupt)
+            self.end_unfinished(
+                TurnState.STOPPED if stopped else TurnState.FAILED,
+                "".join(shown) or draft,
+                sources,
+                None if stopped else exc,
+            )
+            raise
+        # Every way through ends in finish or an ErrorEvent; one that did not is kept too.
+        if not self.ended:
+            self.end_unfinished(TurnState.FAILED, "".join(shown) or draft, sources, None)
 
     def finish(
         self,
@@ -296,28 +440,15 @@ class _Question:
         citations: Sequence[Citation],
         sources: Sequence[Hit],
         model: str | None,
-        *,
-        save: bool = True,
     ) -> Iterator[Event]:
-        """Save the turn (unless ``save`` is off) and send the closing events."""
+        """Save the turn (stopped when cancelled) and send the closing events."""
         run = self.run
         turn_id: int | None = None
-        if self.writer is not None and save:
+        if self.writer is not None:
             try:
-                if self.conversation is None:
-                    self.conversation = self.writer.create(self.question)
-                    if self.scope:
-                        self.library.set_conversation_scope(self.conversation, self.scope)
-                turn_id = self.writer.add_turn(
-                    self.conversation,
-                    question=self.question,
-                    standalone_question=self.standalone,
-                    answer=answer,
-                    mode=mode,
-                    sources=sources,
-                    citations=citations,
-                    warnings=[w.to_json() for w in run.warnings],
-                )
+                state = TurnState.STOPPED if self.cancelled else TurnState.DONE
+                self.save(answer, mode, citations, sources, state)
+                turn_id = self.turn_id
             except Exception as exc:  # an answer is never lost to a history write
                 run.warnings.append(
                     _warning(
@@ -386,9 +517,7 @@ class _Question:
         mode = "declined" if result.declined else "extractive"
         if result.declined:
             self.note_still_indexing()
-        yield from self.finish(
-            result.text, mode, result.citations, hits, None, save=not self.cancelled
-        )
+        yield from self.finish(result.text, mode, result.citations, hits, None)
 
 
 def _ask(
@@ -412,7 +541,7 @@ def _ask(
     writer = library.conversations if store else None  # history is read either way
     q = _Question(library, _Run(), writer, conversation, question, question, cancel)
     # The conversation keeps what it searches: a scope given now is saved with it (a new
-    # conversation's once it exists, in finish); none given means the saved one.
+    # conversation's once it exists, in begin); none given means the saved one.
     try:
         if scope is None:
             scope = library.conversation_scope(conversation) if conversation else Scope()
@@ -422,6 +551,15 @@ def _ask(
         yield ErrorEvent(exc)
         return
     q.scope = scope
+    q.begin()
+    yield from q.kept(_answer(q, history, client, model, k))
+
+
+def _answer(
+    q: _Question, history: Sequence[Turn], client: LLMClient | None, model: str, k: int
+) -> Iterator[Event]:
+    """The steps from the question kept to the answer's last event."""
+    library = q.library
     llm_down: LLMError | None = None
 
     # 1. Make a follow-up standalone before retrieving for it.
@@ -624,6 +762,11 @@ def _llm_reorder(
     return list(order.hits), None
 
 
+# The note a turn stopped before its end keeps (the same words as the warning).
+TURN_STOPPED = "Stopped before the answer was finished."
+# How often a streaming answer's text so far is stored (for an answer cut off by the
+# process's end); each is one small write, skipped while another writer is busy.
+PARTIAL_EVERY_S = 2.0
 # Before the model's own text when the quote is put first (see _stream's end).
 MODEL_UNCHECKED = "The model's answer, unverified:"
 CONTEXT_RETRIES = 3  # prompts re-cut after the server says one exceeds its context
@@ -884,7 +1027,7 @@ def _stream(
                 "answer may rest on a nearby fact. Check it against the cited passages.",
             ),
         )
-    yield from q.finish(answer, mode, citations, sources, model, save=not q.cancelled)
+    yield from q.finish(answer, mode, citations, sources, model)
     return None
 
 

@@ -360,3 +360,53 @@ def restore_turn(
             warning["message"] = message
             warning.pop("sealed", None)
     return BlankedTurn(answer, sources, citations, warnings, True)
+
+
+# --- what is shown of an answer while a document it drew on is gone ----------------------
+
+_BARE_LINE = re.compile(r"\s*(?:[-*•·▪‣]|\d{1,3}[.)]|#+)?\s*")
+
+
+def shown_answer(
+    answer: str, removed_files: Sequence[str], *, returns: bool = True
+) -> tuple[str, str]:
+    """What a front end shows of an answer some of whose sentences left with their
+    document: the answer without the stand-ins (:data:`REMOVED_SENTENCE`), and one line
+    in their place naming ``removed_files`` ("" when nothing is missing). Said once per
+    answer, not once per sentence: a row of stand-ins read as an answer wiped. The
+    stored answer keeps its stand-ins, where :func:`restore_turn` puts the text back.
+    ``returns``: whether the text comes back with the file (not for an answer blanked
+    by an older Lectern, which kept no seal)."""
+    if REMOVED_SENTENCE not in answer:
+        return answer, ""
+    lines = []
+    for line in answer.split("\n"):
+        if REMOVED_SENTENCE not in line:
+            lines.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        kept = indent + " ".join(line.replace(REMOVED_SENTENCE, " ").split())
+        if not _BARE_LINE.fullmatch(kept):  # a bullet left with nothing after it goes
+            lines.append(kept)
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
+    names = list(dict.fromkeys(n for n in removed_files if n))
+    if not names:
+        files, was, they = "its source file", "was", "the file does"
+    elif len(names) == 1:
+        files, was, they = f"its source file {names[0]}", "was", "the file does"
+    else:
+        listed = ", ".join(names[:-1]) + f" and {names[-1]}"
+        files, was, they = f"its source files {listed}", "were", "the files do"
+    line = f"Part of this answer is missing: {files} {was} deleted or removed from the library"
+    line += f"; its text returns if {they}." if returns else "."
+    return text, line
+
+
+def removed_files(sources: Sequence[Mapping[str, Any]]) -> tuple[list[str], bool]:
+    """The file names of a stored turn's removed sources that its missing sentences drew
+    on (those holding their seals; every removed one for an older turn), and whether the
+    sentences come back with them."""
+    removed = [s for s in sources if s.get("removed")]
+    drawn = [s for s in removed if s.get("sealed")] or removed
+    names = [os.path.basename(str(s.get("document") or "")) for s in drawn]
+    return names, any(s.get("check") for s in drawn)

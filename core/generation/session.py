@@ -14,7 +14,13 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from core.errors import ConfigError, LecternError, LLMTimeoutError, ModelNotFoundError
+from core.errors import (
+    ConfigError,
+    LecternError,
+    LLMTimeoutError,
+    LLMUnavailableError,
+    ModelNotFoundError,
+)
 from core.generation.events import DoneEvent, ErrorEvent, Event, WarningEvent, WarningKind
 from core.generation.llm import LLMClient, make_client
 
@@ -81,6 +87,14 @@ class AnswerSession:
                 self.client = self._owned = make_client(settings)
             except ConfigError as exc:
                 self.problem = fallback_warning(exc, config_kind, describe)
+            except LecternError as exc:
+                self.problem = fallback_warning(exc, None, describe)
+            except Exception as exc:  # a client that cannot even be built never costs the answer
+                problem = LLMUnavailableError(
+                    f"Lectern could not set up the model server's client "
+                    f"({type(exc).__name__}: {exc})."
+                )
+                self.problem = fallback_warning(problem, None, describe)
 
     @property
     def use_llm(self) -> bool:

@@ -30,10 +30,18 @@ import numpy as np
 from core.chunking import Chunker
 from core.embedding.models import Embedder
 from core.errors import DiskFullError, ParseError, ReadingStoppedError, ScannedError
-from core.indexing.scan import attachment_path, container_in, file_info, is_ignored_in, iter_files
+from core.indexing.scan import (
+    attachment_path,
+    container_in,
+    file_info,
+    is_ignored_in,
+    iter_files,
+    link_reason,
+)
 from core.indexing.throttle import Throttle
 from core.ingest.registry import CONTAINER_TYPES, detect_type, skip_reason
 from core.ingest.sandbox import ParserPool
+from core.ingest.text import EMPTY_FILE
 from core.records import (
     DocState,
     FileInfo,
@@ -169,7 +177,7 @@ class _RunState:
     held: list[PreparedFile | str | None] = field(default_factory=list)
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
-            ("added", "updated", "failed", "skipped", "embedded", "reused", "gone"), 0
+            ("added", "updated", "failed", "skipped", "empty", "embedded", "reused", "gone"), 0
         )
     )
 
@@ -306,13 +314,20 @@ class Indexer:
                     candidates.update(_under(sorted_known, path))
                 if is_ignored_in(path, root, self.ignore_patterns):
                     continue  # as in a full scan: not part of the library (removed if known)
+                parent = os.path.dirname(path)
+                if path != root and parent != root and link_reason(parent, root):
+                    # Reached through a linked folder, which a full scan does not walk
+                    # (it may lead out of the library, or round in a loop).
+                    continue
                 if os.path.isdir(path):
-                    for info in iter_files(path, self.ignore_patterns):
+                    if path != root and link_reason(path, root):
+                        continue  # a linked folder itself, likewise
+                    for info in iter_files(path, self.ignore_patterns, root=root):
                         if info.path not in listed:
                             listed.add(info.path)
-                            on_disk.append(replace(info, folder=root))
+                            on_disk.append(info)
                     continue
-                entry = file_info(path, root)
+                entry = file_info(path, root, parents_checked=True)
                 if entry is not None and path not in listed:
                     listed.add(path)
                     on_disk.append(entry)
@@ -334,6 +349,13 @@ class Indexer:
                     and prior.index_config != self.index_config
                 )
                 or prior.size != info.size
+                # A link's own size and time stay when what it points to changes (a
+                # broken link repaired, a link out of the folder indexed by an older
+                # Lectern, whose text must leave the library): its reason tells.
+                or (
+                    info.special
+                    and (prior.state != DocState.SKIPPED.value or prior.reason != info.special)
+                )
             ):
                 to_index.append(info)
             elif prior.mtime != info.mtime and info.special:
@@ -452,6 +474,7 @@ class Indexer:
             unchanged=plan.unchanged + len(plan.touched),
             failed=counts["failed"],
             skipped=counts["skipped"],
+            empty=counts["empty"],
             chunks_embedded=counts["embedded"],
             chunks_reused=counts["reused"],
             elapsed_s=time.monotonic() - started,
@@ -718,6 +741,8 @@ class Indexer:
             run.failures.append((prepared.info.path, prepared.reason))
         elif prepared.state is DocState.SKIPPED:
             run.counts["skipped"] += 1
+            if prepared.reason == EMPTY_FILE:
+                run.counts["empty"] += 1
         elif prepared.info.path in run.existing:
             run.counts["updated"] += 1
         else:
@@ -855,6 +880,9 @@ class Indexer:
             return PreparedFile(
                 info, digest, None, state=DocState.SKIPPED, reason=skip_reason(Path(info.path))
             )
+        if not info.size:
+            # Nothing to read: no reader is started for it.
+            return PreparedFile(info, digest, doc_type, state=DocState.SKIPPED, reason=EMPTY_FILE)
         # A mail file's attachments are documents of their own, which a donor's rows do
         # not carry: such files are always read.
         donor = (
@@ -928,6 +956,12 @@ class Indexer:
                 return PreparedFile(info, digest, doc_type, state=DocState.PENDING)
             reason = exc.reason
         except ParseError as exc:
+            if exc.reason == EMPTY_FILE:
+                # Nothing wrong with it and nothing to retry: one state, counted once
+                # (a thousand empty files were a thousand "failed" lines).
+                return PreparedFile(
+                    info, digest, doc_type, state=DocState.SKIPPED, reason=EMPTY_FILE
+                )
             reason = exc.reason
         except Exception as exc:  # a parser or OCR bug must cost one file, not the run
             log.exception("reading failed on %s", info.path)

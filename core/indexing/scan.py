@@ -49,9 +49,42 @@ _SPECIAL_KINDS = (
 )
 
 
-def file_info(path: str, folder: str) -> FileInfo | None:
+OUTSIDE_LINK = "a link to a file outside this folder"
+
+
+def link_reason(path: str, folder: str) -> str:
+    """Why ``path``, found under the library folder ``folder``, is not read as a file of
+    its own: it, or a folder on the way to it, is a link whose target is outside
+    ``folder`` (a link to /etc/shadow put in a shared folder would be read, and its text
+    searchable and quoted) or elsewhere inside it (read there, under its own name: once).
+    "" for a file that is where it was found."""
+    real = os.path.realpath(path)
+    real_folder = os.path.realpath(folder)
+    try:
+        found = os.path.relpath(path, folder)
+    except ValueError:  # another drive (Windows)
+        return OUTSIDE_LINK
+    if real == real_folder:
+        target = os.curdir
+    elif real.startswith(real_folder.rstrip(os.sep) + os.sep):
+        target = real[len(real_folder.rstrip(os.sep)) + 1 :]
+    else:
+        return OUTSIDE_LINK
+    if os.path.normcase(target) == os.path.normcase(found):
+        return ""
+    # The name is stored in the reason: as valid text, like a title.
+    shown = display_text(target.replace(os.sep, "/"))
+    return f"a link to {shown}, another file in this folder (each file is read once)"
+
+
+def file_info(path: str, folder: str, *, parents_checked: bool = False) -> FileInfo | None:
     """What the scan records for ``path``: a regular file, a special entry with the reason
     it is skipped, or None for a folder (or a link to one) and for what has vanished.
+
+    A file reached through a link, its own or a folder's, is skipped with the reason
+    (``link_reason``). ``parents_checked``: the folders between ``folder`` and ``path``
+    are known to be no links (the scan walked them without following any), so only a
+    link at ``path`` itself needs resolving.
 
     Only ``stat`` is called, never ``open``: opening a named pipe blocks until someone
     writes to it."""
@@ -71,10 +104,15 @@ def file_info(path: str, folder: str) -> FileInfo | None:
         else:
             reason = f"a link whose target cannot be reached: {exc.strerror or exc}"
         return FileInfo(path, folder, own.st_size, own.st_mtime, reason)
-    if stat.S_ISREG(st.st_mode):
-        return FileInfo(path, folder, st.st_size, st.st_mtime)
     if stat.S_ISDIR(st.st_mode):
         return None
+    if path != folder and (stat.S_ISLNK(own.st_mode) or not parents_checked):
+        linked = link_reason(path, folder)
+        if linked:
+            # Never hashed nor opened: what it points to is not this folder's to read.
+            return FileInfo(path, folder, own.st_size, own.st_mtime, linked)
+    if stat.S_ISREG(st.st_mode):
+        return FileInfo(path, folder, st.st_size, st.st_mtime)
     reason = next((why for test, why in _SPECIAL_KINDS if test(st.st_mode)), "not a regular file")
     return FileInfo(path, folder, own.st_size, own.st_mtime, reason)
 
@@ -97,16 +135,23 @@ def normalize_folder(path: str | Path) -> str:
     return os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(path))))
 
 
-def iter_files(folder: str, extra_patterns: Sequence[str] = ()) -> Iterator[FileInfo]:
+def iter_files(
+    folder: str, extra_patterns: Sequence[str] = (), root: str | None = None
+) -> Iterator[FileInfo]:
     """Every entry under ``folder`` that is not a folder, depth first: regular files, and
     special ones (``FileInfo.special`` says why they are skipped) so that each has a state.
-    Symlinked folders are not followed (a symlink cycle would loop forever)."""
+    Symlinked folders are not followed (a symlink cycle would loop forever).
+
+    ``root``: the library folder ``folder`` is in (itself when None), which the entries
+    are recorded under and which links must not lead out of. ``folder`` must be reached
+    from it through no link (``link_reason(folder, root)`` is "")."""
+    root = folder if root is None else root
     if os.path.isfile(folder):  # a single file added on its own is its own library root
         try:
             st = os.stat(folder)
         except OSError:
             return
-        yield FileInfo(folder, folder, st.st_size, st.st_mtime)
+        yield FileInfo(folder, root, st.st_size, st.st_mtime)
         return
     stack = [folder]
     while stack:
@@ -126,7 +171,7 @@ def iter_files(folder: str, extra_patterns: Sequence[str] = ()) -> Iterator[File
                     continue
             except OSError:
                 continue
-            info = file_info(entry.path, folder)
+            info = file_info(entry.path, root, parents_checked=True)
             if info is not None:
                 yield info
         stack.extend(reversed(subdirs))

@@ -19,13 +19,12 @@ from typing import IO, Any
 from lxml import etree
 
 from core.errors import DamagedFileError, NoTextError, ParseLimitError
-from core.ingest.text import normalize
+from core.ingest.text import EMPTY_FILE, normalize
+from core.ingest.text import MAX_TEXT_CHARS as MAX_TEXT_CHARS
+from core.ingest.text import limit_notice as limit_notice
 from core.records import Block, BlockKind, PageSpan, ParsedDocument
 
 _MB = 1024 * 1024
-# Text kept from one file: about a 1,500-page book. Past it, embedding alone takes
-# longer than anyone waits for one file, and the rest is noted as not indexed.
-MAX_TEXT_CHARS = 4_000_000
 MAX_ZIP_ENTRIES = 20_000
 MAX_UNPACKED_BYTES = 1024 * _MB  # declared size of everything in the package
 MAX_RATIO = 200  # larger members packed tighter than this are bombs, not documents
@@ -70,7 +69,7 @@ def open_package(path: Path, what: str) -> zipfile.ZipFile:
     with path.open("rb") as handle:
         head = handle.read(4)
     if not head:
-        raise DamagedFileError("empty file")
+        raise DamagedFileError(EMPTY_FILE)
     if not head.startswith(b"PK"):
         raise DamagedFileError(f"damaged {what}: not a zip package (wrong extension?)")
     entries = _declared_entries(path)
@@ -329,8 +328,3 @@ class Composer:
             page_count=page_count,
             notice=notice,
         )
-
-
-def limit_notice(what: str = "") -> str:
-    thing = what or f"{MAX_TEXT_CHARS:,} characters of text"
-    return f"only the first {thing} are indexed; the rest is over Lectern's limit for one file"

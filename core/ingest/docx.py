@@ -18,8 +18,15 @@ from docx.opc.exceptions import PackageNotFoundError
 from docx.oxml.ns import qn
 from lxml import etree
 
-from core.errors import DamagedFileError, EncryptedError, NoTextError, UnsupportedFileError
-from core.ingest.text import DocBuilder, clean_inline, sensible_title
+from core.errors import (
+    DamagedFileError,
+    EncryptedError,
+    NoTextError,
+    ParseLimitError,
+    UnsupportedFileError,
+)
+from core.ingest.bounds import MAX_XML_TREE_BYTES, check_xml_members, open_package
+from core.ingest.text import EMPTY_FILE, DocBuilder, clean_inline, sensible_title
 from core.records import BlockKind, ParsedDocument
 
 _P, _TBL, _TR, _TC = qn("w:p"), qn("w:tbl"), qn("w:tr"), qn("w:tc")
@@ -30,6 +37,8 @@ _MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
 # drawing (mc:Choice) and once as a legacy VML fallback (mc:Fallback).
 _SKIP_SUBTREES = frozenset({qn("w:pPr"), qn("w:rPr"), f"{{{_MC}}}Fallback"})
 _HEADING_NAME = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
+_WHAT = "Word file"
+_XML_PARTS = (".xml", ".rels")
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 # Password-protected .docx files are OLE containers holding an "EncryptedPackage" stream.
 _ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
@@ -140,16 +149,26 @@ def _table_text(table: Any) -> str:
 
 
 def _check_container(path: Path) -> None:
+    """Refuse what is not a .docx before python-docx unpacks any of it: an old or
+    encrypted Word file, a zip bomb (a 918 KB file whose text unpacked to 900 MB was
+    unpacked up to the reader's memory limit), or XML that declares entities."""
     with path.open("rb") as handle:
         head = handle.read(8)
         if not head:
-            raise DamagedFileError("empty file")
+            raise DamagedFileError(EMPTY_FILE)
         if head.startswith(_OLE_MAGIC):
             if _ENCRYPTED_PACKAGE in handle.read(4 * 1024 * 1024):
                 raise EncryptedError("encrypted")
             raise UnsupportedFileError("old Word format (.doc); save it as .docx")
-    if not head.startswith(b"PK"):
-        raise DamagedFileError("damaged Word file: not a .docx package")
+    with open_package(path, _WHAT) as package:
+        # python-docx reads each XML part it loads as one tree.
+        for info in package.infolist():
+            if info.filename.endswith(_XML_PARTS) and info.file_size > MAX_XML_TREE_BYTES:
+                raise ParseLimitError(
+                    f"{info.filename} is {info.file_size // (1024 * 1024):,} MB of XML, more "
+                    f"than the {MAX_XML_TREE_BYTES // (1024 * 1024)} MB Lectern reads from one part"
+                )
+        check_xml_members(package, _XML_PARTS)
 
 
 def parse(path: Path) -> ParsedDocument:

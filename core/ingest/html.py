@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import soupsieve
@@ -16,7 +17,7 @@ from bs4 import BeautifulSoup, NavigableString, Tag, XMLParsedAsHTMLWarning
 from bs4.element import Comment, Declaration, Doctype, ProcessingInstruction
 
 from core.errors import NoTextError
-from core.ingest.text import DocBuilder, clean_inline, read_bytes
+from core.ingest.text import DocBuilder, clean_inline, limit_notice, read_head
 from core.records import BlockKind, ParsedDocument
 
 # XHTML pages are parsed as HTML on purpose: one lenient parser for every page.
@@ -552,5 +553,27 @@ def parse_html(data: bytes | str, fallback_title: str) -> ParsedDocument:
     )
 
 
+_MB = 1024 * 1024
+# BeautifulSoup's tree takes about sixty times the page's markup in memory (8 MB of
+# dense markup: 480 MB and 10 s), so a page is read up to this much of its markup: some
+# 4.7 million characters of text, past the text limit already.
+MAX_HTML_BYTES = 8 * _MB
+# Pictures saved inside a page ("data:" addresses) are no text: they are dropped before
+# the markup is measured, from at most this much of the file.
+MAX_HTML_FILE_BYTES = 64 * _MB
+_DATA_URI = re.compile(rb"data:[\w.+/-]*;base64,[A-Za-z0-9+/=\s]*")
+
+
 def parse(path: Path) -> ParsedDocument:
-    return parse_html(read_bytes(path), path.stem)
+    data, more = read_head(path, MAX_HTML_FILE_BYTES)
+    data = _DATA_URI.sub(b"data:,", data)
+    if len(data) > MAX_HTML_BYTES:
+        # Cut before a tag, so the last element read is not half a name.
+        tag = data.rfind(b"<", 0, MAX_HTML_BYTES)
+        data, more = data[: tag if tag > 0 else MAX_HTML_BYTES], True
+    doc = parse_html(data, path.stem)
+    return (
+        replace(doc, notice=limit_notice(f"{MAX_HTML_BYTES // _MB} MB of the page"))
+        if more
+        else doc
+    )

@@ -9,11 +9,11 @@ pipe tables and paragraphs, and it must never split a code block or a table.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from core.errors import DamagedFileError
-from core.ingest.text import clean_inline, decode_text, normalize, read_bytes
+from core.ingest.text import EMPTY_FILE, clean_inline, limit_notice, normalize, read_text
 from core.records import Block, BlockKind, ParsedDocument
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
@@ -236,7 +236,7 @@ class _Scanner:
 def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
     text = normalize(text)
     if not text:
-        raise DamagedFileError("empty file")
+        raise DamagedFileError(EMPTY_FILE)
     scanner = _Scanner(text)
     body = _front_matter_end(scanner.lines)
     title = ""
@@ -250,4 +250,6 @@ def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
 
 
 def parse(path: Path) -> ParsedDocument:
-    return parse_markdown(decode_text(read_bytes(path)), path.stem)
+    raw, cut = read_text(path)
+    doc = parse_markdown(raw, path.stem)
+    return replace(doc, notice=limit_notice()) if cut else doc

@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 from core.errors import DamagedFileError
-from core.ingest.text import DocBuilder, clean_inline, decode_text, normalize, read_bytes
+from core.ingest.text import (
+    EMPTY_FILE,
+    DocBuilder,
+    clean_inline,
+    limit_notice,
+    normalize,
+    read_text,
+)
 from core.records import BlockKind, ParsedDocument
 
 _HEADING = re.compile(r"^(\*+)[ \t]+(.*?)[ \t]*$")
@@ -223,7 +231,7 @@ class _Scanner:
 def parse_org(text: str, fallback_title: str) -> ParsedDocument:
     text = normalize(text)
     if not text:
-        raise DamagedFileError("empty file")
+        raise DamagedFileError(EMPTY_FILE)
     scanner = _Scanner(text)
     scanner.scan()
     if not scanner.doc.blocks:
@@ -236,4 +244,6 @@ def parse_org(text: str, fallback_title: str) -> ParsedDocument:
 
 
 def parse(path: Path) -> ParsedDocument:
-    return parse_org(decode_text(read_bytes(path)), path.stem)
+    raw, cut = read_text(path)
+    doc = parse_org(raw, path.stem)
+    return replace(doc, notice=limit_notice()) if cut else doc

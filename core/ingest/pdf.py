@@ -28,7 +28,7 @@ from pypdf.errors import DependencyError, FileNotDecryptedError, WrongPasswordEr
 
 from core.errors import DamagedFileError, EncryptedError, NoTextError, ScannedError
 from core.ingest import pdf_tables
-from core.ingest.text import clean_inline, looks_like_title, normalize, sensible_title
+from core.ingest.text import EMPTY_FILE, clean_inline, looks_like_title, normalize, sensible_title
 from core.records import Block, BlockKind, PageSpan, ParsedDocument, WordBox
 
 PAGE_SEPARATOR = "\n\n"
@@ -137,6 +137,147 @@ def _line_size(counts: collections.Counter[float]) -> float:
     return round(2 * max(size for size, n in counts.items() if n >= 0.1 * total)) / 2
 
 
+# A footnote's or reference's number set as a superscript: "laws¹⁰", "studies¹²,¹³".
+_MARK = re.compile(r"\d{1,3}(?:[,–-]\d{1,3})*")
+# What a footnote mark follows: a word of four letters or more, or a word's punctuation
+# ("the crash.³"). "km²" and "mc²" are units and formulas; "10⁶" follows a digit.
+_MARKED = re.compile(r"(?:[^\W\d_]{4}|[^\W\d_][.,;:)\"'”’])$")
+# What follows a mark on its line: a space, a word or punctuation. A digit, a slash or
+# an operator makes it a fraction's numerator ("falls ½ ≤ t", "der Länge ¹/n").
+_AFTER_MARK = re.compile(r"(?:\s|[^\W\d_]|[.,;:)\]\"'”’])")
+# A mark is set this much smaller than the text it follows, and raised by this share of
+# that text's size (TeX raises its footnote marks by about a third).
+_MARK_MAX_SIZE = 0.85
+_MARK_RISE = (0.15, 0.9)
+
+
+def _shown(operands: Sequence[Any]) -> str:
+    """The string a Tj or TJ shows, read as single bytes: enough to tell digits and
+    letters of the simple fonts marks are set in (a two-byte font's codes read as
+    neither, and its marks stay)."""
+    if not operands:
+        return ""
+    first = operands[0]
+    parts = first if isinstance(first, list) else [first]
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, bytes):
+            out.append(part.decode("latin-1"))
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class _Shown:
+    text: str
+    size: float
+    baseline: float
+
+
+def _may_be_mark(shown: _Shown, before: _Shown) -> bool:
+    """Whether ``shown`` is set as a footnote mark on ``before``'s line: digits, smaller
+    and raised, after a word."""
+    if not _MARK.fullmatch(shown.text.strip()) or shown.size <= 0 or before.size <= 0:
+        return False
+    rise = (shown.baseline - before.baseline) / before.size
+    return (
+        shown.size <= _MARK_MAX_SIZE * before.size
+        and _MARK_RISE[0] <= rise <= _MARK_RISE[1]
+        and _MARKED.search(before.text.rstrip()) is not None
+    )
+
+
+def _line_resumes(before: _Shown, after: _Shown | None) -> bool:
+    """After a mark, the line goes on at its baseline with words, or ends (``after``:
+    the next text shown; None for none, or not upright)."""
+    if after is None:
+        return True
+    drop = abs(after.baseline - before.baseline) / before.size
+    return drop >= 0.9 or (drop <= 0.1 and _AFTER_MARK.match(after.text) is not None)
+
+
+class _FootnoteMarks:
+    """pypdf operator visitors that find footnote marks (digits shown in a smaller size,
+    raised above the text they follow on its line, then back to it), and on a second
+    reading hide them from pypdf's text. pypdf joins a mark to that text when the font
+    stays the same ("control laws 10 associated", where the PDF shows "laws¹⁰"), and
+    then no size or position tells it apart from a number of the sentence ("section 10
+    describes"). A mark's string is emptied while pypdf reads its operator and put back
+    after it, so the page object is left as it was."""
+
+    def __init__(self) -> None:
+        self.font_size = 0.0
+        self.rise = 0.0
+        self._saved: list[tuple[float, float]] = []  # the text state at each q
+        self._shows: list[_Shown | None] = []  # each Tj and TJ in order (None: not upright)
+        self.hide: set[int] = set()  # of those, the marks (by their place in that order)
+        self._hidden: tuple[list[Any], Any] | None = None
+
+    def marks(self) -> set[int]:
+        """The places of the marks among the operators read."""
+        found: set[int] = set()
+        before: _Shown | None = None
+        shows = self._shows
+        for i, shown in enumerate(shows):
+            if shown is None:
+                before = None
+                continue
+            if not shown.text.strip(" "):
+                continue
+            if before is not None and _may_be_mark(shown, before):
+                after = next((s for s in shows[i + 1 :] if s is None or s.text.strip(" ")), None)
+                if _line_resumes(before, after):
+                    found.add(i)
+                    continue
+            before = shown
+        return found
+
+    def read_again(self) -> None:
+        """Ready for a second reading of the page that hides the marks found."""
+        self.hide = self.marks()
+        self.font_size, self.rise = 0.0, 0.0
+        self._saved.clear()
+        self._shows.clear()
+
+    def before(self, operator: bytes, operands: list[Any], cm: Any, tm: Any) -> None:
+        try:
+            if operator == b"Tf" and len(operands) >= 2:
+                self.font_size = float(operands[1])
+            elif operator == b"Ts" and operands:
+                self.rise = float(operands[0])
+            elif operator == b"q":
+                self._saved.append((self.font_size, self.rise))
+            elif operator == b"Q" and self._saved:
+                self.font_size, self.rise = self._saved.pop()
+            elif operator in (b"Tj", b"TJ"):
+                self._show(operands, cm, tm)
+        except (TypeError, ValueError, IndexError):
+            if operator in (b"Tj", b"TJ"):
+                self._shows.append(None)  # an odd operand: no mark, and none after it
+
+    def after(self, operator: bytes, operands: list[Any], _cm: Any, _tm: Any) -> None:
+        hidden, self._hidden = self._hidden, None
+        if hidden is not None and hidden[0] is operands:
+            operands[0] = hidden[1]
+
+    def _show(self, operands: list[Any], cm: Sequence[float], tm: Sequence[float]) -> None:
+        at = len(self._shows)
+        # The text rendering matrix's vertical terms, upright text only.
+        b = tm[0] * cm[1] + tm[1] * cm[3]
+        c = tm[2] * cm[0] + tm[3] * cm[2]
+        d = tm[2] * cm[1] + tm[3] * cm[3]
+        if abs(b) > 1e-6 or abs(c) > 1e-6 or d <= 0:
+            self._shows.append(None)
+            return
+        baseline = tm[4] * cm[1] + tm[5] * cm[3] + cm[5] + self.rise * d
+        size = _effective_size(cm, tm, self.font_size)
+        self._shows.append(_Shown(_shown(operands), size, baseline))
+        if at in self.hide and operands:
+            self._hidden = (operands, operands[0])
+            operands[0] = type(operands[0])() if isinstance(operands[0], list) else ""
+
+
 def _extract(page: PageObject) -> tuple[str, list[float], dict[int, str]]:
     """The page's normalised text, the type size of each of its lines, and for lines
     that also hold smaller text, the words set in the line's own size (by line number)."""
@@ -149,7 +290,22 @@ def _extract(page: PageObject) -> tuple[str, list[float], dict[int, str]]:
             except (TypeError, ValueError, IndexError):
                 runs.append((text, 0.0))
 
-    raw = page.extract_text(visitor_text=visit) or ""
+    marks = _FootnoteMarks()
+
+    def read() -> str:
+        runs.clear()
+        text = page.extract_text(
+            visitor_text=visit,
+            visitor_operand_before=marks.before,
+            visitor_operand_after=marks.after,
+        )
+        return text or ""
+
+    raw = read()
+    if marks.marks():
+        # Read again without the footnote marks (pages that have none are read once).
+        marks.read_again()
+        raw = read()
     # pypdf's output is the visited runs in order, with line breaks it adds: walk both to
     # give each character of the output the size of the run it came from.
     char_sizes = [0.0] * len(raw)
@@ -311,7 +467,7 @@ class _Read:
 def _read(path: Path) -> _Read:
     data = path.read_bytes()
     if not data or data.isspace():
-        raise DamagedFileError("empty file")
+        raise DamagedFileError(EMPTY_FILE)
     if b"%PDF" not in data[:1024]:
         raise DamagedFileError("damaged PDF: not a PDF file")
     reader = _open(data)
@@ -485,6 +641,79 @@ def _choose_title(read: _Read, path: Path, body: float) -> tuple[str, set[tuple[
     return title, set()
 
 
+# --- words split by letter-spacing ----------------------------------------------------
+
+_LETTERS = re.compile(r"[^\W\d_]+")
+# Three or more lone capitals in a row: a word set with wide tracking ("S U M M A R Y").
+_SPACED_LETTERS = re.compile(r"(?<!\S)(?:[^\W\d_] ){2,}[^\W\d_](?!\S)")
+
+
+def _capitals(word: str) -> bool:
+    return word.isalpha() and word.isupper()
+
+
+def _vocabulary(pages: Sequence[_Page], body: float) -> set[str]:
+    """The document's words (case-folded) from its text lines, not its larger type."""
+    words: set[str] = set()
+    for page in pages:
+        for line, size in zip(page.text.split("\n"), page.sizes, strict=False):
+            if size < body * _HEADING_RATIO:
+                words.update(w.casefold() for w in _LETTERS.findall(line))
+    return words
+
+
+def _rejoined(line: str, vocabulary: set[str]) -> str:
+    """``line`` (set large: a title or heading) with the words in capitals that its
+    letter-spacing split rejoined, and in a line of capitals no space before a colon
+    or comma ("REACT :"; a French "Téléphone :" keeps its space).
+
+    Faux small capitals change size (and often font) inside a word, and the kerning
+    between the pieces passes pypdf's word-gap test: "RE ASONING + ACT ING". Two pieces
+    in capitals are one word when that word is in the document's running text and one
+    of the pieces is not ("re" may be, "asoning" is not; "SOME TIMES" stays apart)."""
+
+    def spaced(match: re.Match[str]) -> str:
+        word = match.group(0).replace(" ", "")
+        return word if _capitals(word) and word.casefold() in vocabulary else match.group(0)
+
+    out: list[str] = []
+    for token in _SPACED_LETTERS.sub(spaced, line).split(" "):
+        if out and _capitals(out[-1]) and _capitals(token):
+            joined = out[-1] + token
+            pieces_words = out[-1].casefold() in vocabulary and token.casefold() in vocabulary
+            if joined.casefold() in vocabulary and not pieces_words:
+                out[-1] = joined
+                continue
+        out.append(token)
+    joined = " ".join(out)
+    if all(ch.isupper() for ch in joined if ch.isalpha()):
+        return _SPACE_BEFORE_PUNCT.sub(r"\1", joined)
+    return joined
+
+
+def _rejoin_large_lines(pages: Sequence[_Page], body: float) -> list[_Page]:
+    """``pages`` with the lines set larger than the body text (titles, headings) read by
+    :func:`_rejoined`; one line for one line, so sizes and tables keep their places."""
+    if body <= 0:
+        return list(pages)
+    vocabulary = _vocabulary(pages, body)
+    out: list[_Page] = []
+    for page in pages:
+        lines = page.text.split("\n")
+        changed = False
+        for n, size in enumerate(page.sizes[: len(lines)]):
+            if size >= body * _HEADING_RATIO:
+                line = _rejoined(lines[n], vocabulary)
+                changed = changed or line != lines[n]
+                lines[n] = line
+        if not changed:
+            out.append(page)
+            continue
+        large = {n: _rejoined(words, vocabulary) for n, words in page.large.items()}
+        out.append(replace(page, text="\n".join(lines), large=large))
+    return out
+
+
 # --- blocks --------------------------------------------------------------------------
 
 
@@ -595,6 +824,7 @@ def _assemble(
     read: _Read, pages: Sequence[_Page], path: Path, ocr_pages: Sequence[int] = ()
 ) -> ParsedDocument:
     body = _body_size([p for p in pages if not p.from_ocr])
+    pages = _rejoin_large_lines(pages, body)
     title, title_lines = _choose_title(read, path, body)
     levels = _heading_levels([p for p in pages if not p.from_ocr], body, title_lines)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from core.errors import DamagedFileError, ParseError, UnsupportedFileError
 from core.ingest.formats import BY_KIND, FORMATS
+from core.ingest.text import cap_document
 from core.records import ParsedDocument
 
 # Derived from the format table (core/ingest/formats.py). What still names formats here is
@@ -113,7 +114,7 @@ def parse_file(path: Path) -> ParsedDocument:
     if kind is None:
         raise UnsupportedFileError(skip_reason(path))
     try:
-        return _parser(kind)(path)
+        return cap_document(_parser(kind)(path))
     except (ParseError, MemoryError, ImportError):
         raise  # ImportError is a broken installation, not a broken file
     except RecursionError as exc:

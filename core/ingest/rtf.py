@@ -10,7 +10,7 @@ from pathlib import Path
 
 from core.errors import DamagedFileError, ParseLimitError
 from core.ingest.bounds import MAX_TEXT_CHARS, limit_notice
-from core.ingest.text import looks_like_title, normalize, paragraph_blocks, read_bytes
+from core.ingest.text import cut_text, looks_like_title, normalize, paragraph_blocks, read_bytes
 from core.records import ParsedDocument
 
 # Most of a large RTF file is embedded pictures as hex; striprtf works on one string
@@ -31,7 +31,7 @@ def parse(path: Path) -> ParsedDocument:
         raise DamagedFileError("no text in the RTF file")
     notice = ""
     if len(text) > MAX_TEXT_CHARS:
-        text = text[: text.rfind("\n", 0, MAX_TEXT_CHARS) + 1 or MAX_TEXT_CHARS].rstrip()
+        text = cut_text(text, MAX_TEXT_CHARS).rstrip()
         notice = limit_notice()
     blocks = paragraph_blocks(text)
     first = text[blocks[0].start : blocks[0].end] if blocks else ""

@@ -49,6 +49,7 @@ from core.errors import (
 )
 from core.ingest.ocr import OcrOptions
 from core.ingest.registry import parse_file
+from core.ingest.text import cap_document
 from core.records import ParsedDocument
 
 _MB = 1024 * 1024
@@ -232,7 +233,8 @@ def _read_scanned(
     if reader is None:
         reader = readers[languages] = ocr.PageReader(languages)
     try:
-        return pdf.parse_scanned(path, reader, dpi)
+        # Within the text limit as every file read is (core.ingest.registry.parse_file).
+        return cap_document(pdf.parse_scanned(path, reader, dpi))
     except (ParseError, MemoryError):
         raise
     except RecursionError as exc:

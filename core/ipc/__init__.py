@@ -1,15 +1,16 @@
 """Read-only commands beside a writer: the process that holds the library answers them.
 
 DuckDB lets one process open the library's database, so while ``lectern watch``,
-``lectern index`` or the desktop app holds it, ``lectern search``, ``status`` and ``ask``
-cannot open it themselves (IndexBusyError). Instead the holder runs a :class:`Server` on
-background threads, listening on a local (AF_UNIX) socket, and those commands send it
-their request and print its reply exactly as they would print their own.
+``lectern index`` or the desktop app holds it, ``lectern search``, ``status``, ``files``,
+``conversations`` (all but ``rename``) and ``ask`` cannot open it themselves
+(IndexBusyError). Instead the holder runs a :class:`Server` on background threads,
+listening on a local (AF_UNIX) socket, and those commands send it their request and
+print its reply exactly as they would print their own.
 
 The socket is ``<data folder>/lectern.sock`` when that path fits in a socket address
-(about 104 bytes); otherwise it lives under ``$XDG_RUNTIME_DIR`` or a private (0700)
-folder in the temp folder, named by a hash of the data folder. Where it is, is recorded
-in ``lectern.sock.json`` beside the database. The socket is 0600 and a connection from
+(about 104 bytes); otherwise it lives under ``$XDG_RUNTIME_DIR`` or in a 0700 folder
+the server makes in the temp folder under a name no one can guess (core/ipc/address.py).
+Where it is, is recorded in ``lectern.sock.json`` beside the database. The socket is 0600 and a connection from
 another user is refused (checked with SO_PEERCRED where the system has it). Where
 AF_UNIX is missing (Windows' Python), no server runs and the commands say the library
 is busy, as before.
@@ -23,6 +24,10 @@ version ``v`` and an ``op``; replies are JSON lines with the same ``v``.
 * ``search`` (``query``, ``mode``, ``k``, ``folders``, ``types``, ``scope``):
   ``{"ok": true, "result": [<hit>, ...]}``, each hit ``Hit.to_json()`` plus
   ``document_id`` and the unrounded ``score``
+* ``conversations`` (``limit``), ``search_conversations`` (``query``, ``limit``),
+  ``conversation`` (``id``: the conversation and its turns) and ``export`` (``id``: the
+  Markdown text): the kept conversations, records as ``record_to_json`` writes them
+  (core/records.py), read back typed
 * ``ask`` (``question``, ``conversation``, ``model``, ``k``, ``use_llm``, ``llm``, ``scope``,
   ``Scope.to_json()`` or null): one
   ``{"event": {...}}`` line per event of :func:`core.generation.qa.ask` as it happens, the last one

@@ -1,9 +1,13 @@
 """Where a library's socket lives, and who may connect to it.
 
 The socket is ``<data folder>/lectern.sock`` when that path fits in a socket address
-(about 104 bytes); otherwise it lives under ``$XDG_RUNTIME_DIR`` or a private (0700)
-folder in the temp folder, named by a hash of the data folder. Where it is, is recorded
-in ``lectern.sock.json`` beside the database.
+(about 104 bytes); otherwise it lives in ``$XDG_RUNTIME_DIR`` (when that is this user's
+and private), named by a hash of the data folder, or else in a 0700 folder the server
+makes in the temp folder under a name no one can guess (``mkdtemp``): a predictable one
+there could be made first by another account, which would deny the socket. Where it is,
+is recorded in ``lectern.sock.json`` beside the database, which is how a command finds
+a socket in the temp folder; a server reuses the folder its record names while that
+folder is still its user's alone.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ SOCKET_NAME = "lectern.sock"
 RECORD_NAME = "lectern.sock.json"
 # sun_path holds 108 bytes on Linux and 104 on macOS, the closing NUL included.
 MAX_SOCKET_PATH = 103
+# The start of the name of a folder a server makes for its socket in the temp folder.
+FOLDER_PREFIX = "lectern-ipc-"
 
 
 def supported() -> bool:
@@ -47,22 +53,56 @@ def _private(folder: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
-def socket_path(home: Path) -> Path:
-    """Where the server for the library in ``home`` listens; OSError if nowhere fits."""
+def _runtime_socket(home: Path) -> Path | None:
+    """The socket's place in this user's runtime folder, when there is one (private) and
+    the path fits."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if not runtime or not _private(Path(runtime)):
+        return None
+    digest = hashlib.sha256(os.fsencode(os.path.abspath(home))).hexdigest()[:16]
+    path = Path(runtime) / f"lectern-{digest}.sock"
+    return path if fits(path) else None
+
+
+def default_path(home: Path) -> Path | None:
+    """Where the socket of ``home`` is without asking its record: beside the database,
+    or in the runtime folder; None when it must go to a folder of its own (the record
+    says which)."""
     beside = Path(home) / SOCKET_NAME
     if fits(beside):
         return beside
-    digest = hashlib.sha256(os.fsencode(os.path.abspath(home))).hexdigest()[:16]
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    if runtime and _private(Path(runtime)) and fits(Path(runtime) / f"lectern-{digest}.sock"):
-        return Path(runtime) / f"lectern-{digest}.sock"
+    return _runtime_socket(home)
+
+
+def in_own_folder(path: Path) -> bool:
+    """Whether ``path`` is in a folder a server made for it (``socket_path``), to be
+    removed with it."""
+    return path.parent.name.startswith(FOLDER_PREFIX)
+
+
+def socket_path(home: Path, previous: Path | None = None) -> Path:
+    """Where the server for the library in ``home`` listens; OSError if nowhere fits.
+    ``previous``: where the record says an earlier server listened, whose folder is
+    used again while it is still this user's alone (not one more folder per crash)."""
+    found = default_path(home)
+    if found is not None:
+        return found
+    if (
+        previous is not None
+        and in_own_folder(previous)
+        and _private(previous.parent)
+        and fits(previous)
+    ):
+        return previous
     for base in (tempfile.gettempdir(), "/tmp"):
-        folder = Path(base) / f"lectern-ipc-{os.getuid()}"
-        with contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=0o700)
-        # Someone else's folder (or a symlink) in a shared /tmp must not receive the socket.
-        if _private(folder) and fits(folder / f"{digest}.sock"):
-            return folder / f"{digest}.sock"
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=base))
+        except OSError:
+            continue
+        if fits(folder / SOCKET_NAME):
+            return folder / SOCKET_NAME
+        with contextlib.suppress(OSError):
+            folder.rmdir()
     raise OSError(errno.ENAMETOOLONG, f"no place for the socket of {home}")
 
 
@@ -70,20 +110,21 @@ def record_path(home: Path) -> Path:
     return Path(home) / RECORD_NAME
 
 
-def candidates(home: Path) -> list[Path]:
-    """Where a server for ``home`` may listen: what the record says, then the default."""
-    found: list[Path] = []
+def recorded(home: Path) -> Path | None:
+    """Where the record beside the database says a server listens."""
     try:
         record = json.loads(record_path(home).read_text(encoding="utf-8"))
-        if isinstance(record, dict) and isinstance(record.get("socket"), str):
-            found.append(Path(record["socket"]))
     except (OSError, ValueError):
-        pass
-    with contextlib.suppress(OSError):
-        default = socket_path(home)
-        if default not in found:
-            found.append(default)
-    return found
+        return None
+    if isinstance(record, dict) and isinstance(record.get("socket"), str):
+        return Path(record["socket"])
+    return None
+
+
+def candidates(home: Path) -> list[Path]:
+    """Where a server for ``home`` may listen: what the record says, then the default."""
+    found = [p for p in (recorded(home), default_path(home)) if p is not None]
+    return list(dict.fromkeys(found))
 
 
 def peer_uid(sock: socket.socket) -> int | None:

@@ -21,7 +21,15 @@ from core.ipc.wire import (
     event_from_wire,
     frame,
 )
-from core.records import FileEntry, Hit, Scope
+from core.records import (
+    Conversation,
+    ConversationMatch,
+    FileEntry,
+    Hit,
+    Scope,
+    Turn,
+    record_from_json,
+)
 
 if TYPE_CHECKING:
     from core.config import Settings
@@ -197,8 +205,62 @@ class RemoteLibrary:
         if not finished:
             raise _gone()
 
+    @property
+    def conversations(self) -> RemoteConversations:
+        """The kept conversations, read as :class:`core.store.conversations.ConversationStore`
+        reads them."""
+        return RemoteConversations(self)
+
+    def search_conversations(self, query: str, limit: int = 100) -> list[ConversationMatch]:
+        result = self._call({"op": "search_conversations", "query": query, "limit": limit})
+        return _records(list[ConversationMatch], result)
+
+    def export_conversation(self, conversation_id: int) -> str:
+        """The conversation as Markdown (written by the command itself, where it is asked
+        to: the running Lectern may see another folder as the current one)."""
+        result = self._call({"op": "export", "id": conversation_id})
+        if not isinstance(result, str):
+            raise _gone()
+        return result
+
     def close(self) -> None:
         """Nothing to close: each request has its own connection."""
+
+
+class RemoteConversations:
+    """What the read-only commands read of the kept conversations, over the socket."""
+
+    def __init__(self, remote: RemoteLibrary) -> None:
+        self._remote = remote
+
+    def _one(self, conversation_id: int) -> tuple[Conversation, list[Turn]]:
+        result = self._remote._call({"op": "conversation", "id": conversation_id})
+        if not isinstance(result, dict):
+            raise _gone()
+        return (
+            _records(Conversation, result.get("conversation")),
+            _records(list[Turn], result.get("turns")),
+        )
+
+    def require(self, conversation_id: int) -> Conversation:
+        return self._one(conversation_id)[0]
+
+    def turns(self, conversation_id: int) -> list[Turn]:
+        return self._one(conversation_id)[1]
+
+    # Last: below it, ``list`` in this class names the method, not the type.
+    def list(self, limit: int = 100) -> list[Conversation]:
+        result = self._remote._call({"op": "conversations", "limit": limit})
+        return _records(list[Conversation], result)
+
+
+def _records(kind: Any, result: object) -> Any:
+    """``result`` read back as ``kind`` (records typed all the way down); a reply of
+    another shape is a server that stopped making sense, said as one that stopped."""
+    try:
+        return record_from_json(kind, result)
+    except ValueError:
+        raise _gone() from None
 
 
 def _scope_to_wire(scope: Scope | None) -> dict[str, list[str]] | None:

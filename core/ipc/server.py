@@ -18,9 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 from core import __version__
 from core.errors import LecternError
-from core.ipc.address import peer_uid, record_path, socket_path, supported, temporary_name
+from core.ipc.address import (
+    default_path,
+    in_own_folder,
+    peer_uid,
+    record_path,
+    recorded,
+    socket_path,
+    supported,
+    temporary_name,
+)
 from core.ipc.wire import PROTOCOL, BadRequest, error_frame, event_to_wire, frame
-from core.records import FILE_STATUSES, Scope
+from core.private import write_private
+from core.records import FILE_STATUSES, Scope, record_to_json
 
 if TYPE_CHECKING:
     from core.library import Library
@@ -118,8 +128,9 @@ class Server:
     def start(self) -> Server:
         if not supported():
             return self
+        path: Path | None = None
         try:
-            path = socket_path(self.home)
+            path = socket_path(self.home, recorded(self.home))
             self._listener = self._bind(path)
             self.path = path
             self._write_record()
@@ -128,6 +139,9 @@ class Server:
             if self._listener is not None:
                 self._listener.close()
                 self._listener = None
+            if path is not None:
+                self._remove_socket(path)
+            self.path = None
             return self
         self._thread = threading.Thread(
             target=self._accept_loop, name="lectern-ipc-accept", daemon=True
@@ -172,13 +186,8 @@ class Server:
         return listener
 
     def _write_record(self) -> None:
-        record = record_path(self.home)
-        temporary = record.with_name(record.name + ".tmp")
         body = {"protocol": PROTOCOL, "socket": str(self.path), "pid": os.getpid()}
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(body, f)
-        os.replace(temporary, record)
+        write_private(record_path(self.home), json.dumps(body), durable=False)
 
     def _accept_loop(self) -> None:
         listener = self._listener
@@ -305,12 +314,35 @@ class Server:
             if folder is not None and not isinstance(folder, str):
                 raise BadRequest("The folder must be a string.")
             result = [e.to_json() for e in library.file_list(folder=folder, status=status)]
+        elif op == "conversations":
+            limit = _optional_int(request, "limit") or 100
+            result = [record_to_json(c) for c in library.conversations.list(limit=limit)]
+        elif op == "conversation":
+            # One conversation and its turns: `lectern conversations show` and the name
+            # `export` gives a file.
+            number = _optional_int(request, "id", least=0)
+            if number is None:
+                raise BadRequest("The request has no id.")
+            result = {
+                "conversation": record_to_json(library.conversations.require(number)),
+                "turns": [record_to_json(t) for t in library.conversations.turns(number)],
+            }
+        elif op == "search_conversations":
+            limit = _optional_int(request, "limit") or 100
+            matches = library.search_conversations(_text(request, "query"), limit)
+            result = [record_to_json(m) for m in matches]
+        elif op == "export":
+            number = _optional_int(request, "id", least=0)
+            if number is None:
+                raise BadRequest("The request has no id.")
+            result = library.export_conversation(number)  # the text; the command writes it
         elif op == "ask":
             self._ask(request, conn)
             return
         else:
             raise BadRequest(
-                f"Unknown request {op!r}; this Lectern knows hello, status, files, search and ask."
+                f"Unknown request {op!r}; this Lectern knows hello, status, files, search, "
+                "conversations, conversation, search_conversations, export and ask."
             )
         conn.sendall(frame({"ok": True, "result": result}))
 
@@ -410,14 +442,22 @@ class Server:
         """The socket and the record go, unless a newer server has taken them over."""
         if self.path is None:
             return
-        with contextlib.suppress(OSError):
-            st = os.stat(self.path)
-            if (st.st_dev, st.st_ino) == self._inode:
-                self.path.unlink()
+        self._remove_socket(self.path)
         with contextlib.suppress(OSError, ValueError):
             record = json.loads(record_path(self.home).read_text(encoding="utf-8"))
             if record.get("pid") == os.getpid() and record.get("socket") == str(self.path):
                 record_path(self.home).unlink()
+
+    def _remove_socket(self, path: Path) -> None:
+        """The socket at ``path`` when it is this server's, and the folder made for it
+        (in the temp folder) once empty."""
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            if (st.st_dev, st.st_ino) == self._inode:
+                path.unlink()
+        if default_path(self.home) is None and in_own_folder(path):
+            with contextlib.suppress(OSError):  # not empty: a newer server's socket
+                path.parent.rmdir()
 
     def __enter__(self) -> Server:
         return self

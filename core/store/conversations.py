@@ -7,12 +7,18 @@ re-running anything. When a file leaves the library, :meth:`forget_documents` bl
 text copied from it (the passages, and the answer sentences drawing on them: see
 core/generation/redaction.py), so no removed document lingers in the history or its search; when the
 same file is indexed again, :meth:`bring_back_documents` gives the turns their text back.
+
+A turn is stored when its question is asked (:meth:`start_turn`, state "in_progress")
+and completed when its answer ends (:meth:`finish_turn`: done, stopped or failed), so no
+answer is lost to a stop, an error or the end of the process; one left in progress by a
+process that ended reads as "cut_off" (core.records.TurnState).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -22,13 +28,25 @@ import duckdb
 from core.errors import ConversationNotFoundError, InvalidTitleError, StoreError
 from core.generation.redaction import BlankedTurn, blank_older, blank_turn, restore_turn
 from core.indexing.scan import disk_path, stored_path
-from core.records import Citation, Conversation, ConversationMatch, Hit, Turn
-from core.store.backup import RecordBackup
-from core.store.db import Database
+from core.records import (
+    Citation,
+    Conversation,
+    ConversationMatch,
+    Hit,
+    RecoveryNotice,
+    Turn,
+    TurnState,
+)
+from core.store.backup import KEPT_HINT, DamagedCopy, RecordBackup
+from core.store.db import Database, scalar
 
 
 def source_json(n: int, hit: Hit) -> dict[str, Any]:
     return {"n": n, **hit.to_json(), "document_id": hit.document_id}
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _title(question: str) -> str:
@@ -102,6 +120,9 @@ class ConversationStore:
         # The documents' content version when blanked turns were last matched against
         # the library (see bring_back_documents); None: not yet since opening.
         self._checked_version: str | None = None
+        # Turns this process is answering now; any other turn still in progress was left
+        # so by a process that ended, and reads as cut off.
+        self._running: set[int] = set()
 
     def _copy_to_backup(self, conversation_id: int) -> None:
         """Every change is copied outside the database (see core/store/backup.py)."""
@@ -129,14 +150,20 @@ class ConversationStore:
     def restore(self, saved: Sequence[dict[str, Any]]) -> int:
         """Bring back what the database lost of the backed-up conversations (after a
         write-ahead log was lost, or into a library rebuilt after damage); returns how
-        many conversations gained something. A conversation still present keeps its id
-        and gets back the turns it lost; one that is gone comes back under a new id."""
+        many conversations gained something. Each keeps its id (and its turns theirs), so
+        ``--conversation 3`` means the same conversation after a repair: one still
+        present gets back the turns it lost (and the end of one it holds unfinished),
+        one that is gone comes back under its own id, and only an id taken by another
+        conversation gives a new one, said in a notice."""
         restored = 0
+        renumbered: list[tuple[int, int]] = []
         with self._lock:
             cur = self._cursor()
             for conversation in saved:
-                turns = list(conversation.get("turns") or [])
-                present = self.get(int(conversation.get("id") or 0))
+                wanted = conversation.get("id")
+                wanted_id = wanted if isinstance(wanted, int) and wanted > 0 else None
+                turns = [t for t in conversation.get("turns") or [] if isinstance(t, dict)]
+                present = self.get(wanted_id) if wanted_id is not None else None
                 # Matched by id and creation time, not title: a rename the database lost
                 # (with its log) is the same conversation, and gets its new title back.
                 same = present is not None and (
@@ -144,50 +171,161 @@ class ConversationStore:
                     == conversation.get("created_at")
                 )
                 if present is not None and same:
-                    conversation_id, lost = present.id, turns[present.turn_count :]
+                    conversation_id = present.id
+                    gained = self._restore_turns(cur, conversation_id, turns)
                     title = str(conversation.get("title") or "")
                     if title and title != present.title:
                         cur.execute(
                             "UPDATE conversations SET title = ? WHERE id = ?",
                             [title, conversation_id],
                         )
-                        restored += not lost
-                else:
-                    row = cur.execute(
-                        "INSERT INTO conversations(title, created_at) "
-                        "VALUES (?, coalesce(TRY_CAST(? AS TIMESTAMP), current_timestamp)) "
-                        "RETURNING id",
-                        [
-                            str(conversation.get("title") or "Untitled"),
-                            conversation.get("created_at"),
-                        ],
-                    ).fetchone()
-                    assert row is not None
-                    conversation_id, lost = int(row[0]), turns
-                for turn in lost:
+                        gained = True
+                    restored += gained
+                    continue
+                row = cur.execute(
+                    f"""INSERT INTO conversations({"id, " if present is None else ""}title,
+                               created_at)
+                       VALUES ({"?, " if present is None else ""}?,
+                               coalesce(TRY_CAST(? AS TIMESTAMP), current_timestamp))
+                       RETURNING id""",
+                    [
+                        *([wanted_id] if present is None else []),
+                        str(conversation.get("title") or "Untitled"),
+                        conversation.get("created_at"),
+                    ],
+                ).fetchone()
+                assert row is not None
+                conversation_id = int(row[0])
+                if wanted_id is not None and wanted_id != conversation_id:
+                    renumbered.append((wanted_id, conversation_id))
+                self._restore_turns(cur, conversation_id, turns)
+                restored += 1
+            # Ids given explicitly above are past where the sequences stood.
+            for sequence, table in (("conversation_ids", "conversations"), ("turn_ids", "turns")):
+                top = int(scalar(cur, f"SELECT coalesce(max(id), 0) FROM {table}"))
+                following = int(scalar(cur, f"SELECT nextval('{sequence}')"))
+                if following <= top:
                     cur.execute(
-                        """INSERT INTO turns(conversation_id, question, standalone_question,
-                               answer, mode, created_at, sources, citations, warnings)
-                           VALUES (?, ?, ?, ?, ?,
-                               coalesce(TRY_CAST(? AS TIMESTAMP), current_timestamp), ?, ?, ?)""",
-                        [
-                            conversation_id,
-                            str(turn.get("question") or ""),
-                            turn.get("standalone_question"),
-                            turn.get("answer") or "",
-                            turn.get("mode") or "",
-                            turn.get("created_at"),
-                            json.dumps(turn.get("sources") or []),
-                            json.dumps(turn.get("citations") or []),
-                            json.dumps(turn.get("warnings") or []),
-                        ],
+                        f"SELECT max(nextval('{sequence}')) FROM range(?)", [top - following]
                     )
-                restored += bool(lost) or not same
-            if self._backup is not None:
-                # The copies follow the database's ids from here on.
-                self._backup.clear_conversations()
-                self.back_up_all()
+        if self._backup is not None:
+            # The copies follow the database from here on: a file that could not be read
+            # whole was set aside before, so this writes over no copy of anything.
+            self.back_up_all()
+            self._tell_restored(self._backup, renumbered)
         return restored
+
+    def _restore_turns(
+        self, cur: duckdb.DuckDBPyConnection, conversation_id: int, turns: Sequence[dict[str, Any]]
+    ) -> bool:
+        """Insert the backed-up ``turns`` the conversation lacks (by id; a turn without
+        one by place), and complete one the database holds unfinished; True if any."""
+        held = {
+            int(r[0]): str(r[1] or TurnState.DONE)
+            for r in cur.execute(
+                "SELECT id, state FROM turns WHERE conversation_id = ? ORDER BY id",
+                [conversation_id],
+            ).fetchall()
+        }
+        gained = False
+        for place, turn in enumerate(turns):
+            turn_id = turn.get("id")
+            if not isinstance(turn_id, int) or isinstance(turn_id, bool):
+                if place < len(held):
+                    continue
+            elif turn_id in held:
+                state = turn.get("state") or TurnState.DONE
+                if held[turn_id] == TurnState.IN_PROGRESS and state != TurnState.IN_PROGRESS:
+                    values = self._turn_values(turn)
+                    cur.execute(
+                        """UPDATE turns SET standalone_question = ?, answer = ?, mode = ?,
+                               sources = ?, citations = ?, warnings = ?, state = ?
+                           WHERE id = ?""",
+                        [*values[1:4], *values[5:], turn_id],
+                    )
+                    gained = True
+                continue
+            free = (
+                isinstance(turn_id, int)
+                and turn_id > 0
+                and not scalar(cur, "SELECT count(*) FROM turns WHERE id = ?", [turn_id])
+            )
+            cur.execute(
+                f"""INSERT INTO turns({"id, " if free else ""}conversation_id, question,
+                       standalone_question, answer, mode, created_at, sources, citations,
+                       warnings, state)
+                   VALUES ({"?, " if free else ""}?, ?, ?, ?, ?,
+                       coalesce(TRY_CAST(? AS TIMESTAMP), current_timestamp), ?, ?, ?, ?)""",
+                [*([turn_id] if free else []), conversation_id, *self._turn_values(turn)],
+            )
+            gained = True
+        return gained
+
+    @staticmethod
+    def _turn_values(turn: dict[str, Any]) -> list[Any]:
+        """question, standalone question, answer, mode, created_at, sources, citations,
+        warnings, state: a backed-up turn's columns."""
+        state = turn.get("state")
+        return [
+            str(turn.get("question") or ""),
+            turn.get("standalone_question"),
+            str(turn.get("answer") or ""),
+            str(turn.get("mode") or ""),
+            turn.get("created_at"),
+            json.dumps(turn.get("sources") or []),
+            json.dumps(turn.get("citations") or []),
+            json.dumps(turn.get("warnings") or []),
+            state if state in TurnState.ALL else TurnState.DONE,
+        ]
+
+    def _tell_restored(self, backup: RecordBackup, renumbered: Sequence[tuple[int, int]]) -> None:
+        """One notice per backup file set aside (what of its conversation came back) and
+        per conversation that could not keep its id."""
+        for damaged in backup.damaged:
+            backup.notices.append(self._damage_notice(damaged))
+        backup.damaged = []
+        for old, new in renumbered:
+            backup.notices.append(
+                RecoveryNotice(
+                    "conversation_renumbered",
+                    f"Conversation {old} from the backup is now conversation {new}: its "
+                    "number was taken by another conversation.",
+                    f"Use --conversation {new} to continue it.",
+                    at=_now(),
+                )
+            )
+
+    def _damage_notice(self, damaged: DamagedCopy) -> RecoveryNotice:
+        which = (
+            f"conversation {damaged.conversation_id}"
+            if damaged.conversation_id is not None
+            else f"a conversation ({damaged.name})"
+        )
+        n = damaged.turns_read
+        first = "its first question" if n == 1 else f"its first {n} questions"
+        if damaged.cut_short and n:
+            what = f"was cut short: {first} came back, what followed could not be read"
+        elif damaged.cut_short and damaged.read:
+            what = "was cut short: its title came back, its questions could not be read"
+        elif damaged.turns_unread and n:
+            what = (
+                f"was partly unreadable: {n} of its questions came back, "
+                f"{damaged.turns_unread} could not be read"
+            )
+        elif damaged.read:
+            what = "was partly unreadable: what could be read of it came back"
+        elif damaged.conversation_id is not None and self.get(damaged.conversation_id):
+            what = "could not be read, but the library still holds the conversation"
+        else:
+            what = "could not be read, so the conversation it held could not be restored"
+        aside = "it was set aside" if damaged.kept_at else "it is left as it is"
+        return RecoveryNotice(
+            "backup_set_aside",
+            f"The backup of {which} {what}; {aside}, never overwritten.",
+            KEPT_HINT,
+            kept_at=damaged.kept_at,
+            at=_now(),
+        )
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         try:
@@ -195,7 +333,9 @@ class ConversationStore:
         except duckdb.Error as exc:
             raise StoreError(f"The conversation history could not be opened: {exc}") from exc
 
-    def create(self, title: str) -> int:
+    def create(self, title: str, *, copy: bool = True) -> int:
+        """A new conversation titled ``title``; ``copy`` off leaves its backup copy to the
+        turn stored next (one write fewer before an answer starts)."""
         with self._lock:
             row = (
                 self._cursor()
@@ -206,7 +346,8 @@ class ConversationStore:
                 .fetchone()
             )
         assert row is not None
-        self._copy_to_backup(int(row[0]))
+        if copy:
+            self._copy_to_backup(int(row[0]))
         return int(row[0])
 
     def get(self, conversation_id: int) -> Conversation | None:
@@ -233,6 +374,7 @@ class ConversationStore:
         sources: Sequence[Hit],
         citations: Sequence[Citation],
         warnings: Sequence[dict[str, Any]] = (),
+        state: str = TurnState.DONE,
     ) -> int:
         payload_sources = json.dumps([source_json(i, h) for i, h in enumerate(sources, 1)])
         payload_citations = json.dumps([c.to_json() for c in citations])
@@ -241,8 +383,8 @@ class ConversationStore:
                 self._cursor()
                 .execute(
                     """INSERT INTO turns(conversation_id, question, standalone_question, answer, mode,
-                                     sources, citations, warnings)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
+                                     sources, citations, warnings, state)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
                     [
                         conversation_id,
                         question,
@@ -252,6 +394,7 @@ class ConversationStore:
                         payload_sources,
                         payload_citations,
                         json.dumps(list(warnings)),
+                        state,
                     ],
                 )
                 .fetchone()
@@ -260,13 +403,93 @@ class ConversationStore:
         self._copy_to_backup(conversation_id)
         return int(row[0])
 
+    def start_turn(self, conversation_id: int, question: str) -> int:
+        """Keep ``question`` now, its answer to come (:meth:`finish_turn`): a turn in
+        progress, which reads as cut off if this process ends before it is finished."""
+        turn_id = self.add_turn(
+            conversation_id,
+            question=question,
+            standalone_question=question,
+            answer="",
+            mode="",
+            sources=(),
+            citations=(),
+            state=TurnState.IN_PROGRESS,
+        )
+        self._running.add(turn_id)
+        return turn_id
+
+    def save_partial(self, turn_id: int, answer: str) -> bool:
+        """The answer so far of a turn in progress, so one cut off by the end of the
+        process keeps what was written. Skipped (False) while another writer holds the
+        database: a streaming answer never waits for an index run."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            row = (
+                self._cursor()
+                .execute(
+                    "UPDATE turns SET answer = ? WHERE id = ? AND state = ? "
+                    "RETURNING conversation_id",
+                    [answer, turn_id, TurnState.IN_PROGRESS],
+                )
+                .fetchone()
+            )
+        finally:
+            self._lock.release()
+        # Not copied to the backup: that reads the turns, which may wait for a writer;
+        # finish_turn copies the whole turn.
+        return row is not None
+
+    def finish_turn(
+        self,
+        turn_id: int,
+        *,
+        standalone_question: str,
+        answer: str,
+        mode: str,
+        sources: Sequence[Hit],
+        citations: Sequence[Citation],
+        warnings: Sequence[dict[str, Any]] = (),
+        state: str = TurnState.DONE,
+    ) -> bool:
+        """Store how the answer to a started turn ended (``state``: done, stopped or
+        failed); False when the turn is gone (its conversation deleted meanwhile)."""
+        try:
+            with self._lock:
+                row = (
+                    self._cursor()
+                    .execute(
+                        """UPDATE turns SET standalone_question = ?, answer = ?, mode = ?,
+                               sources = ?, citations = ?, warnings = ?, state = ?
+                           WHERE id = ? RETURNING conversation_id""",
+                        [
+                            standalone_question,
+                            answer,
+                            mode,
+                            json.dumps([source_json(i, h) for i, h in enumerate(sources, 1)]),
+                            json.dumps([c.to_json() for c in citations]),
+                            json.dumps(list(warnings)),
+                            state,
+                            turn_id,
+                        ],
+                    )
+                    .fetchone()
+                )
+        finally:
+            self._running.discard(turn_id)
+        if row is None:
+            return False
+        self._copy_to_backup(int(row[0]))
+        return True
+
     def turns(self, conversation_id: int) -> list[Turn]:
         self.bring_back_documents()
         rows = (
             self._cursor()
             .execute(
                 """SELECT id, conversation_id, question, standalone_question, answer, mode, created_at,
-                      sources, citations, warnings
+                      sources, citations, warnings, state
                FROM turns WHERE conversation_id = ? ORDER BY id""",
                 [conversation_id],
             )
@@ -284,9 +507,16 @@ class ConversationStore:
                 sources=tuple(json.loads(r[7] or "[]")),
                 citations=tuple(json.loads(r[8] or "[]")),
                 warnings=tuple(json.loads(r[9] or "[]")),
+                state=self._state(int(r[0]), r[10]),
             )
             for r in rows
         ]
+
+    def _state(self, turn_id: int, stored: str | None) -> str:
+        state = stored or TurnState.DONE
+        if state == TurnState.IN_PROGRESS and turn_id not in self._running:
+            return TurnState.CUT_OFF
+        return state
 
     def rename(self, conversation_id: int, title: str) -> Conversation:
         """Give a conversation a title of the person's choosing (see :func:`clean_title`)."""

@@ -7,9 +7,12 @@ is written in a single transaction so readers on other cursors never see half of
 
 from __future__ import annotations
 
+import atexit
 import errno
+import functools
 import glob
 import importlib.util
+import itertools
 import os
 import re
 import shutil
@@ -34,6 +37,7 @@ from core.errors import (
     UnreplayableLogError,
     reinstall_hint,
 )
+from core.private import write_private
 
 
 def _remember_pandas_is_missing() -> None:
@@ -64,10 +68,23 @@ MEMORY_LIMIT = "384MB"
 
 def temp_directory(path: Path | str) -> str:
     """Where DuckDB spills: beside the database, so it is inside the library's data
-    folder (DuckDB removes it on close); a database in memory spills to the system's."""
+    folder (DuckDB removes it on close); a database in memory (or read-only) spills into
+    a folder of this process's own in the system's temp folder."""
     if str(path) == ":memory:":
-        return str(Path(tempfile.gettempdir()) / f"lectern-duckdb-{os.getpid()}.tmp")
+        return str(_private_spill_root() / f"spill-{next(_spills)}")
     return f"{path}.tmp"
+
+
+_spills = itertools.count(1)
+
+
+@functools.cache
+def _private_spill_root() -> Path:
+    """A 0700 folder under a name no one can guess: a predictable one in a shared temp
+    folder could be made first by another account (a link, or a folder it can read)."""
+    root = Path(tempfile.mkdtemp(prefix="lectern-duckdb-"))
+    atexit.register(shutil.rmtree, root, True)
+    return root
 
 
 def scalar(cur: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()) -> Any:
@@ -495,6 +512,13 @@ def _migration_7(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+def _migration_8(con: duckdb.DuckDBPyConnection) -> None:
+    # A turn is stored when its question is asked and updated when its answer ends
+    # (core/generation/qa.py), so a stopped, failed or cut-off answer is kept: its state
+    # says which (core.records.TurnState). Turns from before were all finished.
+    con.execute("ALTER TABLE turns ADD COLUMN IF NOT EXISTS state VARCHAR DEFAULT 'done'")
+
+
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _migration_1,
     2: _migration_2,
@@ -503,6 +527,7 @@ MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     5: _migration_5,
     6: _migration_6,
     7: _migration_7,
+    8: _migration_8,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -590,9 +615,8 @@ class Database:
         if path is None or self.read_only:
             return
         try:
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(str(self._generation), encoding="ascii")
-            os.replace(tmp, path)
+            # Not flushed to the disk: on every commit, and DuckDB's own log is the record.
+            write_private(path, str(self._generation), durable=False)
         except OSError:
             pass  # only weakens the check for a cut-short log; never blocks a write
 

@@ -21,6 +21,7 @@ import duckdb
 import numpy as np
 
 from core.indexing.scan import disk_path, display_text, stored_path
+from core.ingest.text import EMPTY_FILE
 from core.records import (
     FILE_STATUSES,
     Chunk,
@@ -47,6 +48,7 @@ class KnownFile:
     state: str
     content_hash: str
     index_config: str | None
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,19 @@ class Unembedded:
     embedding_text: str
 
 
+def _state(table: str = "") -> str:
+    """The state column, with an empty file recorded by an older Lectern ("failed",
+    "empty file") read as the skipped file this one records: one state whichever wrote it."""
+    t = f"{table}." if table else ""
+    return (
+        f"CASE WHEN {t}state = 'failed' AND {t}reason = '{EMPTY_FILE}' THEN 'skipped' "
+        f"ELSE {t}state END"
+    )
+
+
 _DOCUMENT_COLUMNS = (
-    "id, path, folder, size, mtime, content_hash, type, title, pages, state, reason, chunks"
+    "id, path, folder, size, mtime, content_hash, type, title, pages, "
+    f"{_state()} AS state, reason, chunks"
 )
 
 
@@ -125,11 +138,11 @@ class DocumentStore:
         rows = (
             self.db.cursor()
             .execute(
-                """SELECT f.path,
-                      count(*) FILTER (WHERE d.state = 'indexed'),
-                      count(*) FILTER (WHERE d.state = 'failed'),
-                      count(*) FILTER (WHERE d.state = 'skipped'),
-                      count(*) FILTER (WHERE d.state = 'pending'),
+                f"""SELECT f.path,
+                      count(*) FILTER (WHERE {_state("d")} = 'indexed'),
+                      count(*) FILTER (WHERE {_state("d")} = 'failed'),
+                      count(*) FILTER (WHERE {_state("d")} = 'skipped'),
+                      count(*) FILTER (WHERE {_state("d")} = 'pending'),
                       coalesce(sum(d.chunks), 0)
                FROM folders f LEFT JOIN documents d ON d.folder = f.path
                GROUP BY f.path ORDER BY f.path"""
@@ -149,7 +162,7 @@ class DocumentStore:
             sql += " AND folder = ?"
             params.append(stored_path(folder))
         if state:
-            sql += " AND state = ?"
+            sql += f" AND {_state()} = ?"
             params.append(state)
         rows = self.db.cursor().execute(sql + " ORDER BY path", params).fetchall()
         return [_document(r) for r in rows]
@@ -171,7 +184,7 @@ class DocumentStore:
             if status not in FILE_STATUSES:
                 raise ValueError(f"unknown file status {status!r}")
             state = {"waiting": "pending", "keyword only": "indexed"}.get(status, status)
-            where.append("d.state = ?")
+            where.append(f"{_state('d')} = ?")
             params.append(state)
             if status == "keyword only":
                 where.append("coalesce(c.passages, 0) > coalesce(c.embedded, 0)")
@@ -181,7 +194,7 @@ class DocumentStore:
                 FROM chunks GROUP BY document_id
             ), o AS (SELECT DISTINCT document_id FROM ocr_words)
             SELECT d.path, coalesce(d.folder, ''), coalesce(d.type, ''),
-                   coalesce(d.title, ''), d.state, coalesce(d.reason, ''),
+                   coalesce(d.title, ''), {_state("d")}, coalesce(d.reason, ''),
                    coalesce(d.pages, 0), coalesce(c.passages, 0), coalesce(c.embedded, 0),
                    coalesce(d.size, 0), coalesce(d.mtime, 0.0),
                    -- indexed_at holds local wall time (current_timestamp into TIMESTAMP):
@@ -191,7 +204,7 @@ class DocumentStore:
             LEFT JOIN c ON c.document_id = d.id
             LEFT JOIN o ON o.document_id = d.id
             {"WHERE " + " AND ".join(where) if where else ""}
-            ORDER BY CASE d.state WHEN 'failed' THEN 0 WHEN 'skipped' THEN 1
+            ORDER BY CASE {_state("d")} WHEN 'failed' THEN 0 WHEN 'skipped' THEN 1
                      WHEN 'pending' THEN 2 ELSE 3 END, d.path"""
         rows = self.db.cursor().execute(sql, params).fetchall()
         # The columns come in FileEntry's order with their defaults for NULL, as the
@@ -269,7 +282,7 @@ class DocumentStore:
         cur = self.db.cursor()
         row = cur.execute("SELECT count(*) FROM chunks").fetchone()
         by_state = dict(
-            cur.execute("SELECT state, count(*) FROM documents GROUP BY state").fetchall()
+            cur.execute(f"SELECT {_state()}, count(*) FROM documents GROUP BY 1").fetchall()
         )
         return {s.value: int(by_state.get(s.value, 0)) for s in DocState}, int(row[0] if row else 0)
 
@@ -340,14 +353,15 @@ class DocumentStore:
         rows = (
             self.db.cursor()
             .execute(
-                "SELECT path, size, mtime, state, content_hash, index_config, folder FROM documents"
+                "SELECT path, size, mtime, state, content_hash, index_config, folder, "
+                "coalesce(reason, '') FROM documents"
             )
             .fetchall()
         )
         stored_folders = {stored_path(f) for f in folders}
         return {
-            disk_path(path): KnownFile(size, mtime, state, digest, config)
-            for path, size, mtime, state, digest, config, folder in rows
+            disk_path(path): KnownFile(size, mtime, state, digest, config, reason)
+            for path, size, mtime, state, digest, config, folder, reason in rows
             if folder in stored_folders
         }
 

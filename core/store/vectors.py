@@ -35,6 +35,7 @@ import numpy as np
 from usearch.index import search as exact_search
 
 from core.errors import DiskFullError
+from core.private import private_file
 from core.store.db import Database, disk_full_error, is_disk_full
 
 log = logging.getLogger(__name__)
@@ -580,20 +581,15 @@ class VectorIndex:
         with self._save_lock:
             if generation < self._written:
                 return  # a newer state is already on disk
-            tmp = self.path.with_name(self.path.name + ".tmp")
             try:
-                with open(tmp, "wb") as handle:
+                with private_file(self.path) as handle:
                     digest = hashlib.blake2b(digest_size=DIGEST_SIZE)
                     for chunk in FlatVectors.chunks(self.dim, snap):
                         digest.update(chunk)
                         handle.write(chunk)
                     handle.write(CHECKSUM_MARKER + digest.digest())
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, self.path)
             except BaseException as exc:
                 self._dirty = True  # not on disk: the next save must try again
-                tmp.unlink(missing_ok=True)
                 if isinstance(exc, OSError) and is_disk_full(exc):
                     raise disk_full_error(self.path) from exc
                 raise

@@ -286,11 +286,16 @@ def test_special_files_are_listed_as_skipped_with_a_reason(
     inner = next(d for d in library.documents() if d.path.endswith("inner.txt"))
     assert (inner.state.value, inner.reason) == ("skipped", "a named pipe, not a file")
 
-    # A broken link that is repaired becomes an ordinary document.
+    # A broken link that is repaired points at a file of the folder: that file is read,
+    # once, under its own name.
     (odd_folder / "missing.txt").write_text("Herons stand still in the shallows.\n")
     library.index()
     docs = {Path(d.path).name: d for d in library.documents()}
-    assert docs["broken.txt"].state.value == "indexed"
+    assert docs["missing.txt"].state.value == "indexed"
+    assert (docs["broken.txt"].state.value, docs["broken.txt"].reason) == (
+        "skipped",
+        "a link to missing.txt, another file in this folder (each file is read once)",
+    )
 
 
 def test_lectern_status_summarises_and_no_loading_bar_in_a_pipe(

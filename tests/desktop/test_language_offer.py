@@ -98,7 +98,8 @@ def test_the_library_check_button_shows_the_verdict_in_plain_words(
     for choice in (search.words_button, search.meaning_button):
         assert choice.text() in dialog.table.text()
     assert "Meaning only" in dialog.table.text()
-    assert "kept in" in dialog.note.text() and dialog.again.isEnabled()
+    assert "kept so that" in dialog.note.text() and dialog.again.isEnabled()
+    assert "library-check.jsonl" in dialog.details.details()  # where: a click away
     first = dialog.report
     qtbot.mouseClick(dialog.again, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: dialog.report is not first, timeout=180_000)

@@ -407,9 +407,10 @@ def test_damaged_files_are_listed_with_reasons_and_can_be_retried(
     drop(window, folder)
     wait_indexed(qtbot, window, files=4)
     status = window.backend.snapshot.folders[0]  # type: ignore[union-attr]
-    assert (status.indexed, status.failed, status.skipped) == (1, 2, 1)
+    # An empty file is skipped, not failed: there is nothing wrong to fix in it (issue 45).
+    assert (status.indexed, status.failed, status.skipped) == (1, 1, 2)
     counts = window.library._rows[str(folder)].counts.text()
-    assert "2 failed" in counts and "1 skipped" in counts
+    assert "1 failed" in counts and "2 skipped" in counts
     window.library.expand_problems()
     rows = {
         Path(i.data(0, Qt.ItemDataRole.UserRole)).name: i for i in window.library.problem_items()
@@ -417,7 +418,9 @@ def test_damaged_files_are_listed_with_reasons_and_can_be_retried(
     assert set(rows) == {"report.pdf", "locked.pdf", "budget.numbers"}
     assert "empty" in rows["report.pdf"].text(0)
     assert "encrypted" in rows["locked.pdf"].text(0)
-    assert "Re-export" in rows["report.pdf"].toolTip(0)  # the next step, not just the fault
+    # The next step, not just the fault.
+    assert "Nothing to index in it" in rows["report.pdf"].toolTip(0)
+    assert "password" in rows["locked.pdf"].toolTip(0).lower()
 
     # Fix the file, then retry it from the library (Enter on the row).
     shutil.copy(SAMPLE_DOCS / "security-policy.pdf", folder / "report.pdf")
@@ -533,7 +536,8 @@ def test_a_model_switch_can_be_paused_from_the_library_summary(
     line = "Switching to intfloat/multilingual-e5-small: 3 of 40 passages re-embedded"
     panel.set_snapshot(replace(snapshot, switching=line))
     assert panel.switch_button.isVisible() and panel.switch_button.text() == "Pause"
-    assert line in panel.summary.text()
+    # Said with the model's name, not its id (desktop/viewmodels.py plain_words).
+    assert "Switching to the multilingual model: 3 of 40" in panel.summary.text()
     library = window.backend.library
     assert library is not None
     panel.switch_button.click()
@@ -708,3 +712,25 @@ def test_wrapped_label_height_follows_text_font_and_margins(qtbot: object) -> No
     bigger = label.heightForWidth(200)
     label.setContentsMargins(0, 20, 0, 20)
     assert label.heightForWidth(200) == bigger + 40
+
+
+def test_the_window_socket_is_where_no_other_account_can_listen_first(
+    qtbot: object, tmp_path: Path
+) -> None:
+    """A socket at a name in the shared temp folder could be taken first by another
+    account, which would then receive the folders a second launch hands over."""
+    from desktop.single_instance import SingleInstance
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    os.chmod(home, 0o755)  # a library from before folders were private
+    first = SingleInstance(str(home))
+    assert first.listen()
+    try:
+        assert first.name is not None
+        place = Path(first.name).parent
+        assert place == home
+        assert place.stat().st_uid == os.getuid()
+        assert not place.stat().st_mode & 0o077
+    finally:
+        first.close()

@@ -417,7 +417,7 @@ def test_stall_mid_answer_keeps_the_partial_answer(
     assert any(w.kind == "incomplete" for w in done.warnings)
 
 
-def test_cancel_stops_at_once_and_is_not_stored(
+def test_cancel_stops_at_once_and_is_kept_as_stopped(
     qa_library: Library, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.stall_between_s = 30
@@ -438,7 +438,10 @@ def test_cancel_stops_at_once_and_is_not_stored(
     assert started is not None and time.monotonic() - started < 5
     done = done_of(events)
     assert any(w.kind == "cancelled" for w in done.warnings)
-    assert done.turn_id is None and done.answer
+    # Kept with what had arrived, marked stopped (tests/generation/test_stopped_answer_kept.py).
+    assert done.turn_id is not None and done.conversation_id is not None and done.answer
+    [turn] = qa_library.conversations.turns(done.conversation_id)
+    assert turn.state == "stopped" and turn.answer == done.answer
 
 
 def test_context_too_small_for_one_source_quotes_the_documents(

@@ -371,8 +371,9 @@ def _unreadable_file(path: Path) -> str | None:
         path.write_text("secret")
         path.chmod(0)
         return None
-    # chmod does not stop root. Write-only sysfs attributes are regular files that
-    # even root cannot read.
+    # chmod does not stop root. Write-only sysfs attributes are regular files that even
+    # root cannot read; one is mounted over a file of the folder (a link to it would be
+    # skipped as a link out of the folder, never read).
     for candidate in ("/sys/bus/cpu/uevent", "/sys/bus/platform/uevent", "/sys/bus/pci/uevent"):
         try:
             if not stat.S_ISREG(os.stat(candidate).st_mode):
@@ -380,38 +381,55 @@ def _unreadable_file(path: Path) -> str | None:
             with open(candidate, "rb") as handle:
                 handle.read(1)
         except OSError:
-            os.symlink(candidate, path)
-            return None
+            path.touch()
+            mounted = subprocess.run(
+                ["mount", "--bind", candidate, str(path)], capture_output=True, check=False
+            )
+            if mounted.returncode == 0:
+                return None
+            path.unlink()
+            return "running as root, and a file cannot be mounted here to make it unreadable"
     return "running as root and no unreadable sysfs file was found"
+
+
+def _make_readable(path: Path) -> None:
+    """Undo ``_unreadable_file``: ``path`` no longer exists."""
+    if os.path.ismount(path):
+        subprocess.run(["umount", str(path)], capture_output=True, check=False)
+    path.unlink(missing_ok=True)
 
 
 def test_unreadable_file_and_fifo_do_not_stop_the_rest(
     library: Library, notes: Path, start_watcher: Callable
 ) -> None:
-    watcher, _ = start_watcher(notes)
-    settle(library, watcher)
     locked = notes / "locked.txt"
     why = _unreadable_file(locked)
     if why:
         pytest.skip(why)
-    os.mkfifo(notes / "pipe.txt")  # reading it would block forever: never opened
-    (notes / "plain.txt").write_text("Plain notes about kingfishers diving.\n")
-    settle(library, watcher)
-    docs = {Path(d.path).name: d for d in library.documents()}
-    assert docs["locked.txt"].state.value == "failed"
-    assert docs["locked.txt"].reason.startswith("cannot be read")
-    assert (docs["pipe.txt"].state.value, docs["pipe.txt"].reason) == (
-        "skipped",
-        "a named pipe, not a file",
-    )
-    assert found(library, "kingfishers diving")
+    try:
+        watcher, _ = start_watcher(notes)
+        settle(library, watcher)
+        os.mkfifo(notes / "pipe.txt")  # reading it would block forever: never opened
+        (notes / "plain.txt").write_text("Plain notes about kingfishers diving.\n")
+        settle(library, watcher)
+        docs = {Path(d.path).name: d for d in library.documents()}
+        assert docs["locked.txt"].state.value == "failed"
+        assert docs["locked.txt"].reason.startswith("cannot be read")
+        assert (docs["pipe.txt"].state.value, docs["pipe.txt"].reason) == (
+            "skipped",
+            "a named pipe, not a file",
+        )
+        assert found(library, "kingfishers diving")
 
-    locked.unlink()
-    locked.write_text("Now readable: notes about dippers walking underwater.\n")
-    settle(library, watcher)
-    docs = {Path(d.path).name: d for d in library.documents()}
-    assert docs["locked.txt"].state.value == "indexed"
-    assert found(library, "dippers walking underwater")
+        _make_readable(locked)
+        locked.write_text("Now readable: notes about dippers walking underwater.\n")
+        settle(library, watcher)
+        docs = {Path(d.path).name: d for d in library.documents()}
+        assert docs["locked.txt"].state.value == "indexed"
+        assert found(library, "dippers walking underwater")
+    finally:
+        if os.path.ismount(locked):
+            _make_readable(locked)
 
 
 def test_symlink_loops_neither_hang_nor_duplicate(

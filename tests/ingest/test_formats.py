@@ -219,6 +219,11 @@ def make_docx_bytes(text: str) -> bytes:
     return buffer.getvalue()
 
 
+def make_docx(path: Path) -> Path:
+    path.write_bytes(make_docx_bytes("The committee approved the new bicycle shed."))
+    return path
+
+
 def make_eml(path: Path) -> Path:
     message = EmailMessage()
     message["Subject"] = "Parking at the depot"
@@ -642,6 +647,7 @@ def _rezip(
 
 
 ZIP_FORMATS = {
+    "docx": (make_docx, "word/document.xml"),
     "pptx": (make_pptx, "ppt/slides/slide1.xml"),
     "odp": (make_odp, "content.xml"),
     "xlsx": (make_xlsx, "xl/worksheets/sheet2.xml"),

@@ -613,12 +613,12 @@ def test_timeout_kills_the_worker_and_the_pool_recovers(tmp_path: Path) -> None:
 
 
 def test_memory_limit_stops_a_runaway_parse_and_the_pool_recovers(tmp_path: Path) -> None:
-    # 40 MB of text needs several copies of itself while being decoded and normalised:
-    # far above a 50 MB allowance, yet quick to write.
-    big = tmp_path / "huge-log.txt"
-    paragraph = "The quick brown fox jumps over the lazy dog. " * 20 + "\n\n"
-    with big.open("w") as handle:
-        handle.write(paragraph * (40_000_000 // len(paragraph)))
+    # A 4 MB web page: BeautifulSoup's tree takes some sixty times the markup, far above
+    # a 50 MB allowance, yet quick to write. (Text files are read only up to the text
+    # limit now, so no text file is this costly.)
+    big = tmp_path / "huge-page.html"
+    unit = "<div><p>The quick brown <b>fox</b> jumps.</p><ul><li>a</li><li>b</li></ul></div>\n"
+    big.write_text(f"<html><body>{unit * (4_000_000 // len(unit))}</body></html>")
     with ParserPool(timeout_s=60, memory_mb=50) as limited:
         with pytest.raises(ParseLimitError) as info:
             limited.parse(big)

@@ -7,6 +7,7 @@ import os
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -17,7 +18,14 @@ from core.generation.llm.errors import ErrorMapper, _is_context_message
 from core.generation.llm.openai import OPENAI, _first
 from core.generation.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
 from core.generation.llm.stream import Patience, StreamTimeout, pump, trace_hook
-from core.generation.llm.urls import check_server_url, normalise_url, resolve_url
+from core.generation.llm.urls import (
+    check_server_url,
+    normalise_url,
+    proxies_masked,
+    resolve_url,
+    trusts_environment,
+    unusable_client,
+)
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 OLLAMA_START_HINT = (
@@ -96,6 +104,29 @@ class OllamaBackend(Backend):
 
 OLLAMA = OllamaBackend()
 
+_package: ModuleType | None = None
+_package_lock = threading.Lock()
+
+
+def ollama_package() -> ModuleType:
+    """The ``ollama`` package. Importing it builds a default client that trusts the
+    environment, so ``ALL_PROXY=socks5://...`` without socksio made the import itself
+    fail (ImportError) and cost the answer: it is imported with the proxy variables out
+    of the way, and any failure is said as a server that cannot be used."""
+    global _package
+    with _package_lock:
+        if _package is None:
+            try:
+                with proxies_masked():
+                    import ollama
+            except Exception as exc:
+                raise LLMUnavailableError(
+                    f"Lectern could not load its Ollama client ({type(exc).__name__}: {exc}).",
+                    "Reinstall Lectern; meanwhile answers are quoted from your documents.",
+                ) from None
+            _package = ollama
+        return _package
+
 
 class OllamaClient:
     """Ollama's native API through the official ``ollama`` package."""
@@ -130,8 +161,7 @@ class OllamaClient:
     def _ollama(self) -> Any:
         with self._lock:
             if self._client is None:
-                import ollama
-
+                ollama = ollama_package()
                 base = resolve_url(self.url, self.connect_timeout)
                 # The read limit is the longest single wait the reader thread may block;
                 # the consumer enforces the finer first-token and idle limits itself.
@@ -144,20 +174,25 @@ class OllamaClient:
                     )
                     + 5
                 )
-                self._client = ollama.Client(
-                    host=base,
-                    timeout=httpx.Timeout(
-                        connect=self.connect_timeout,
-                        read=read,
-                        write=30.0,
-                        pool=self.connect_timeout,
-                    ),
-                    # One connection per request, so a stream's socket is always known
-                    # (reported by the trace hook) and can be shut down on cancel.
-                    limits=httpx.Limits(max_keepalive_connections=0),
-                    event_hooks={"request": [trace_hook]},
-                    trust_env=False,  # a proxy setting must never route local calls elsewhere
-                )
+                try:
+                    self._client = ollama.Client(
+                        host=base,
+                        timeout=httpx.Timeout(
+                            connect=self.connect_timeout,
+                            read=read,
+                            write=30.0,
+                            pool=self.connect_timeout,
+                        ),
+                        # One connection per request, so a stream's socket is always known
+                        # (reported by the trace hook) and can be shut down on cancel.
+                        limits=httpx.Limits(max_keepalive_connections=0),
+                        event_hooks={"request": [trace_hook]},
+                        # A proxy setting never routes a call to this machine elsewhere;
+                        # a server elsewhere is reached the way the person's proxy says.
+                        trust_env=trusts_environment(base),
+                    )
+                except Exception as exc:  # a proxy httpx cannot use: said, and quoted
+                    raise unusable_client(exc, self.url) from None
             return self._client
 
     def close(self) -> None:
@@ -168,8 +203,7 @@ class OllamaClient:
 
     def _call(self, fn: Callable[[], T], model: str = "") -> T:
         """Run a short request with the request timeout and mapped errors."""
-        import ollama
-
+        ollama = ollama_package()
         try:
             return _first(
                 pump(
@@ -254,8 +288,7 @@ class OllamaClient:
         return length
 
     def pull(self, model: str, *, cancel: threading.Event | None = None) -> Iterator[PullProgress]:
-        import ollama
-
+        ollama = ollama_package()
         client = self._ollama()
         try:
             for part in pump(
@@ -299,8 +332,7 @@ class OllamaClient:
         temperature: float | None = None,
         cancel: threading.Event | None = None,
     ) -> Iterator[ChatDelta]:
-        import ollama
-
+        ollama = ollama_package()
         client = self._ollama()
         options: dict[str, Any] = {}
         if num_ctx:

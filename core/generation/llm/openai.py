@@ -16,7 +16,14 @@ from core.generation.llm.base import Backend, ServerSettings
 from core.generation.llm.errors import ErrorMapper
 from core.generation.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
 from core.generation.llm.stream import Patience, StreamTimeout, pump, trace_hook
-from core.generation.llm.urls import _split_url, check_server_url, normalise_url, resolve_url
+from core.generation.llm.urls import (
+    _split_url,
+    check_server_url,
+    normalise_url,
+    resolve_url,
+    trusts_environment,
+    unusable_client,
+)
 
 # With no address set: Ollama's own OpenAI-compatible API, the server most likely there.
 DEFAULT_OPENAI_URL = "http://127.0.0.1:11434/v1"
@@ -119,19 +126,24 @@ class OpenAICompatClient:
                     )
                     + 5
                 )
-                self._client = httpx.Client(
-                    base_url=base.rstrip("/") + "/",
-                    headers=headers,
-                    timeout=httpx.Timeout(
-                        connect=self.connect_timeout,
-                        read=read,
-                        write=30.0,
-                        pool=self.connect_timeout,
-                    ),
-                    limits=httpx.Limits(max_keepalive_connections=0),
-                    event_hooks={"request": [trace_hook]},
-                    trust_env=False,
-                )
+                try:
+                    self._client = httpx.Client(
+                        base_url=base.rstrip("/") + "/",
+                        headers=headers,
+                        timeout=httpx.Timeout(
+                            connect=self.connect_timeout,
+                            read=read,
+                            write=30.0,
+                            pool=self.connect_timeout,
+                        ),
+                        limits=httpx.Limits(max_keepalive_connections=0),
+                        event_hooks={"request": [trace_hook]},
+                        # A proxy setting never routes a call to this machine elsewhere;
+                        # a server elsewhere is reached the way the person's proxy says.
+                        trust_env=trusts_environment(base),
+                    )
+                except Exception as exc:  # a proxy httpx cannot use: said, and quoted
+                    raise unusable_client(exc, self.url) from None
             return self._client
 
     def close(self) -> None:
@@ -206,7 +218,7 @@ class OpenAICompatClient:
             if response.status_code == 200:
                 body = response.json()
                 props = body if isinstance(body, dict) else {}
-        except (httpx.HTTPError, ValueError, OSError):
+        except (httpx.HTTPError, ValueError, OSError, LLMError):
             props = {}
         self._props = props
         return props

@@ -1,11 +1,18 @@
-"""Server addresses: normalising them, and finding which of localhost's addresses listens."""
+"""Server addresses: normalising them, finding which of localhost's addresses listens,
+and the proxy settings of the environment (which a server on this machine never uses)."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import os
 import socket
+import threading
 import urllib.parse
+import urllib.request
+from collections.abc import Iterator
 
-from core.errors import ConfigError
+from core.errors import ConfigError, LLMUnavailableError
 
 SERVER_URL_HINT = (
     "Use the form http://127.0.0.1:11434 (http or https, a host name or address, and a "
@@ -117,3 +124,106 @@ def resolve_url(url: str, connect_timeout: float) -> str:
         if _accepts(candidate, min(connect_timeout, 2.0)):
             return candidate
     return candidates[0]
+
+
+# --- proxies ----------------------------------------------------------------------------
+#
+# httpx reads every ``*_proxy`` variable (either case) when it builds a client that trusts
+# the environment, and refuses to be built at all for a proxy it cannot use: a SOCKS one
+# without the socksio package, a scheme it does not know. A server on this machine is
+# asked directly whatever they say; one elsewhere goes through the person's proxy, and a
+# proxy that cannot be used is said in words (the answer is then quoted).
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
+    host = (_split_url(url).hostname or "").lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def trusts_environment(url: str) -> bool:
+    """Whether the HTTP client for ``url`` takes its proxy from the environment: not for
+    this machine, nor for a host NO_PROXY names (httpx would still build, and fail on,
+    a proxy that is never used for it)."""
+    if is_loopback(url):
+        return False
+    parts = _split_url(url)
+    try:
+        # The environment's NO_PROXY only (not a system's own settings), as httpx reads it.
+        bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+        return not bypass(parts.netloc or "")
+    except Exception:  # a malformed NO_PROXY: the proxy settings apply as httpx reads them
+        return True
+
+
+def _is_proxy_variable(name: str) -> bool:
+    lower = name.lower()
+    return lower.endswith("_proxy") and lower != "no_proxy"
+
+
+def proxy_setting(url: str) -> tuple[str, str] | None:
+    """The environment variable that would route ``url`` through a proxy, and its value
+    without any password; None when none is set."""
+    scheme = _split_url(url).scheme.lower() or "http"
+    names = [f"{scheme}_proxy", "all_proxy"]
+    for name in [n for wanted in names for n in (wanted, wanted.upper())]:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return name, _without_password(value)
+    return None
+
+
+def _without_password(value: str) -> str:
+    try:
+        parts = urllib.parse.urlsplit(value if "://" in value else "http://" + value)
+        if parts.username is None and parts.password is None:
+            return value
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return "(a value that is not an address)"
+
+
+_ENVIRONMENT = threading.Lock()
+
+
+@contextlib.contextmanager
+def proxies_masked() -> Iterator[None]:
+    """The proxy variables out of this process's environment for the time of the block:
+    for code that builds a client that trusts the environment, which Lectern cannot
+    change (the ``ollama`` package makes one as it is imported)."""
+    with _ENVIRONMENT:
+        saved = {
+            name: os.environ.pop(name) for name in list(os.environ) if _is_proxy_variable(name)
+        }
+        try:
+            yield
+        finally:
+            os.environ.update(saved)
+
+
+def unusable_client(exc: Exception, url: str) -> LLMUnavailableError:
+    """The words for an HTTP client for ``url`` that could not even be built."""
+    proxy = proxy_setting(url)
+    if proxy is None:
+        return LLMUnavailableError(
+            f"Lectern could not set up a connection to the model server at {url} "
+            f"({type(exc).__name__}: {exc}).",
+            "Check the server address in the settings.",
+        )
+    name, value = proxy
+    socks = "socks" in value.lower() and isinstance(exc, ImportError)
+    why = "SOCKS proxies need the socksio package, which is not installed" if socks else str(exc)
+    host = _split_url(url).hostname or url
+    return LLMUnavailableError(
+        f"Lectern cannot reach the model server at {url} through the proxy {value} "
+        f"({name}): {why}.",
+        f"Unset {name}, or add {host} to NO_PROXY so that the server is asked directly"
+        + (", or install socksio (pip install socksio)." if socks else "."),
+    )

@@ -16,6 +16,7 @@ scorer reads them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from core.records import SearchFilters
@@ -89,3 +90,9 @@ class KeywordIndex:
     ) -> list[tuple[int, float]]:
         """Chunk ids and BM25 scores, best first (ties by chunk id), inside ``filters``."""
         return self.scorer.search(query, limit, filters=filters)
+
+    def matched_words(self, query: str, texts: Sequence[str]) -> list[frozenset[str]] | None:
+        """The words (lower-cased) of each of ``texts`` that a search for ``query`` finds
+        there, stemmed in the text's language as its passage was: what a result lights.
+        None while there is no index to ask."""
+        return self.scorer.matched_words(query, texts)

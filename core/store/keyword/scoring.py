@@ -35,7 +35,7 @@ import numpy as np
 
 from core.records import SearchFilters
 from core.store.db import Database
-from core.store.keyword.tokens import QueryStems
+from core.store.keyword.tokens import QueryStems, matched_words
 from core.store.keyword.upkeep import ALIAS
 from core.store.lookup import filter_clause, id_list
 
@@ -127,6 +127,10 @@ class _Snapshot:
         return norm
 
 
+def _languages(snapshots: Sequence[_Snapshot]) -> list[str]:
+    return sorted({lang for snapshot in snapshots for lang in snapshot.languages})
+
+
 def _schema(table: str) -> str:
     return f"{ALIAS}.fts_main_{table}"
 
@@ -180,6 +184,26 @@ class KeywordScorer:
             if _retries <= 0:
                 raise
             return self.search(query, limit, filters=filters, _retries=_retries - 1)
+
+    def matched_words(self, query: str, texts: Sequence[str]) -> list[frozenset[str]] | None:
+        """The words of each text that a search for ``query`` finds there, as the index
+        matches them (see tokens.matched_words); None while there is no index to ask."""
+        parts = self._parts()
+        if not parts or not query.strip():
+            return None
+        cur = self.db.cursor()
+        try:
+            snapshots = [self._snapshot(cur, name, stamp) for name, stamp in parts]
+        except duckdb.CatalogException:
+            return None  # a merge swapped the snapshots meanwhile: the caller does without
+        return matched_words(
+            cur,
+            self._stems,
+            query,
+            texts,
+            _languages(snapshots),
+            lambda term: any(s.lookup(term) is not None for s in snapshots),
+        )
 
     def _snapshot(self, cur: duckdb.DuckDBPyConnection, name: str, stamp: str) -> _Snapshot:
         key = f"{name}@{stamp}"
@@ -240,8 +264,7 @@ class KeywordScorer:
         snapshots = [self._snapshot(cur, name, stamp) for name, stamp in parts]
         # Two small queries, not one join: DuckDB plans the join of the tokenized query
         # with the dictionaries poorly (10 ms against 3), and a literal list prunes.
-        languages = sorted({lang for snapshot in snapshots for lang in snapshot.languages})
-        stems = self._stems.terms(cur, query, languages)
+        stems = self._stems.terms(cur, query, _languages(snapshots))
         if not stems:
             return none
         terms = self._lookup_terms(stems, snapshots)

@@ -4,15 +4,19 @@ index holds, as SQL for DuckDB's ``fts`` extension and, for ASCII queries, in Py
 Every snapshot is built by the same ``fts_pragma`` over the rows of ``snapshot_rows_sql``,
 and a query's words go through ``term_sql`` (or ``ascii_tokens`` and the same stemmers),
 so a word meets its passages whichever way it came. ASCII queries are tokenized in
-Python, exactly as fts does.
+Python, exactly as fts does. A query leaves out the stop words of the languages the
+passages were stemmed as (fts drops English ones only), and ``matched_words`` says
+which words of a passage a query met, for a result to light them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import duckdb
+
+from core.text import STOPWORDS_BY_LANGUAGE
 
 # Digits are kept (the fts default drops them): error codes, figures and identifiers are
 # exactly what people search by keyword. Letters are any script's (the default keeps only
@@ -172,6 +176,28 @@ def ascii_tokens(text: str) -> list[str] | None:
     return [w for w in ASCII_IGNORE.sub(" ", text.lower()).split(" ") if w]
 
 
+def _stop_lists(languages: Sequence[str]) -> list[frozenset[str]]:
+    lists = [STOPWORDS_BY_LANGUAGE.get(lang, frozenset()) for lang in languages if lang]
+    return [*lists, STOPWORDS_BY_LANGUAGE["russian"]]
+
+
+def content_words(words: Sequence[str], languages: Sequence[str]) -> list[str]:
+    """``words`` without the stop words of ``languages`` (the Latin-script languages the
+    index's passages were stemmed as) and of Russian (its own script: no English word is
+    one of them). fts leaves those words in the passages it stems (it drops English
+    ones only), so a query's "die" met every German passage. Only the languages the
+    library holds count: an English library searches "dir" or "als" as it always did."""
+    lists = _stop_lists(languages)
+    return [w for w in words if not any(w in stop for stop in lists)]
+
+
+def without_stop_words(words: Sequence[str], languages: Sequence[str]) -> list[str]:
+    """:func:`content_words`, or all of ``words`` when they are stop words alone: such a
+    query ("die der und") finds the passages it found before. English ones still find
+    nothing by keyword, as before ("to be or not to be" is found by meaning)."""
+    return content_words(words, languages) or list(words)
+
+
 class QueryStems:
     """A query's words as the index's terms, with the stems of words seen remembered
     (the stemmer is a pure function; asking DuckDB costs a statement per query)."""
@@ -179,19 +205,38 @@ class QueryStems:
     def __init__(self) -> None:
         self._memo: dict[tuple[str, str], str] = {}
 
+    def words(self, cur: duckdb.DuckDBPyConnection, query: str) -> list[str]:
+        """The query's words as fts splits them, lower-cased, each once."""
+        words = ascii_tokens(query)
+        if words is None:
+            split = f"SELECT unnest(string_split_regex(lower(?), '{WORD_SPLIT_PATTERN}'))"
+            words = [str(r[0]) for r in cur.execute(split, [query]).fetchall() if r[0]]
+        return list(dict.fromkeys(words))
+
     def terms(
         self, cur: duckdb.DuckDBPyConnection, query: str, languages: Sequence[str]
     ) -> list[str]:
         """The query's distinct terms as the index holds a document's words: each word's
         own, and its stem in each language the index's passages were stemmed as (the
-        question's language is not guessed: a short one has too few words)."""
-        words = ascii_tokens(query)
-        if words is None:
-            split = f"SELECT unnest(string_split_regex(lower(?), '{WORD_SPLIT_PATTERN}'))"
-            words = [str(r[0]) for r in cur.execute(split, [query]).fetchall() if r[0]]
-        pairs = [(w, lang) for w in dict.fromkeys(words) for lang in ("", *languages)]
+        question's language is not guessed: a short one has too few words), the stop
+        words of those languages left out."""
+        return self.terms_of(cur, without_stop_words(self.words(cur, query), languages), languages)
+
+    def terms_of(
+        self, cur: duckdb.DuckDBPyConnection, words: Sequence[str], languages: Sequence[str]
+    ) -> list[str]:
+        pairs = [(w, lang) for w in words for lang in ("", *languages)]
+        memo = self.stems(cur, pairs)
+        return [t for t in dict.fromkeys(memo[pair] for pair in pairs) if t]
+
+    def stems(
+        self, cur: duckdb.DuckDBPyConnection, pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """(word, language) -> the term the index holds for the word in a passage of that
+        language ("" where the language's stemmer does not take the word: another
+        script), every pair of ``pairs`` among them."""
         memo = self._memo
-        missing = [pair for pair in pairs if pair not in memo]
+        missing = list(dict.fromkeys(pair for pair in pairs if pair not in memo))
         if missing:
             # A literal list: a list parameter costs ~3 ms to bind.
             values = ", ".join("('" + w.replace("'", "''") + f"', '{lang}')" for w, lang in missing)
@@ -203,4 +248,58 @@ class QueryStems:
                 memo = {pair: memo[pair] for pair in pairs if pair in memo}
             memo = {**memo, **{(str(w), str(lang)): str(t or "") for w, lang, t in rows}}
             self._memo = memo
-        return [t for t in dict.fromkeys(memo[pair] for pair in pairs) if t]
+        return memo
+
+
+# The words of a passage as the desktop lights them (rich.term_ranges splits the same way).
+_PASSAGE_WORD = re.compile(r"\w+")
+
+
+def passage_languages(cur: duckdb.DuckDBPyConnection, texts: Sequence[str]) -> list[str]:
+    """Each text's language as the index guesses a passage's (snapshot_rows_sql itself,
+    over the texts): "" for Porter alone."""
+    if not texts:
+        return []
+    rows = ", ".join(f"({i}, '', ?)" for i in range(len(texts)))
+    table = f"(SELECT * FROM (VALUES {rows}) AS v(id, context, text))"
+    found = dict(
+        cur.execute(
+            f"SELECT chunk_id, lang FROM ({snapshot_rows_sql(table, 'true')})", list(texts)
+        ).fetchall()
+    )
+    return [str(found.get(i) or "") for i in range(len(texts))]
+
+
+def matched_words(
+    cur: duckdb.DuckDBPyConnection,
+    stems: QueryStems,
+    query: str,
+    texts: Sequence[str],
+    languages: Sequence[str],
+    indexed: Callable[[str], bool],
+) -> list[frozenset[str]]:
+    """The words of each text (lower-cased) that a keyword search for ``query`` finds
+    there: each word taken to the term the index holds for it in the text's language,
+    and kept when it is one of the query's terms the index holds (``indexed``), which
+    leaves out English stop words. Stop words of the text's language are not matches
+    unless the query is nothing else."""
+    words = stems.words(cur, query)
+    kept = content_words(words, languages)
+    wanted = {t for t in stems.terms_of(cur, kept or words, languages) if indexed(t)}
+    if not wanted:
+        return [frozenset() for _ in texts]
+    out: list[frozenset[str]] = []
+    for text, lang in zip(texts, passage_languages(cur, texts), strict=True):
+        found = list(dict.fromkeys(w.lower() for w in _PASSAGE_WORD.findall(text)))
+        pairs = [(w, "") for w in found] + ([(w, lang) for w in found] if lang else [])
+        memo = stems.stems(cur, pairs)
+        # A query of stop words alone found the passage by them: they are its matches.
+        skip: set[str] = set().union(*_stop_lists([lang])) if kept else set()
+        out.append(
+            frozenset(
+                w
+                for w in found
+                if w not in skip and ((lang and memo[(w, lang)]) or memo[(w, "")]) in wanted
+            )
+        )
+    return out

@@ -67,6 +67,7 @@ from core.errors import (
     ReadOnlyLibraryError,
     StoreError,
 )
+from core.private import scratch_file
 from core.store.db import Database, classify_open_error, scalar, set_aside
 from core.store.keyword.tokens import fts_pragma, snapshot_rows_sql
 
@@ -759,9 +760,8 @@ class KeywordUpkeep:
             f"{t},{d},{f}"
             for t, d, f in zip(term[starts].tolist(), blob_docs, blob_tfs, strict=True)
         ]
-        scratch = self._scratch(name)
+        scratch = self._scratch(name, "\n".join(lines) + "\n")
         try:
-            scratch.write_text("\n".join(lines) + "\n", encoding="ascii")
             cur.execute(
                 f"INSERT INTO {name}_postings SELECT termid, from_base64(d), from_base64(f) "
                 "FROM read_csv(?, header = false, delim = ',', quote = '', escape = '', "
@@ -925,9 +925,11 @@ class KeywordUpkeep:
         finally:
             cur.execute(f"DROP TABLE IF EXISTS {name}_termmap")
 
-    def _scratch(self, name: str) -> Path:
+    def _scratch(self, name: str, text: str) -> Path:
+        """A new private file holding the postings' text (the library's words), under a
+        name no one can guess or plant a link at."""
         folder = self.path.parent if self.path is not None else Path(tempfile.gettempdir())
-        return folder / f".{name}-postings-{uuid.uuid4().hex[:8]}.csv"
+        return scratch_file(folder, f".{name}-postings-", ".csv", text)
 
     @staticmethod
     def _has_rows(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
