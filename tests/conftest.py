@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_ollama import fake_ollama  # noqa: F401 - the one running fake Ollama fixture
+from tests.fake_ollama import fake_ollama, llm  # noqa: F401 - the running fake Ollama fixtures
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -771,6 +771,16 @@ def fake_ollama() -> Iterator[FakeOllama]:
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeOllama]:
+    """One fake Ollama for a whole test module, for tests that only read from it."""
+    server = FakeOllama().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 __all__ = [
     "REFUSAL",
     "FakeModel",

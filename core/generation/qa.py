@@ -308,15 +308,21 @@ class _Question:
         if self.writer is None:
             return
         try:
-            if self.conversation is None:
-                # Copied to the backup with its turn, just after.
-                self.conversation = self.writer.create(self.question, copy=False)
-                if self.scope:
-                    self.library.set_conversation_scope(self.conversation, self.scope)
-            self.turn_id = self.writer.start_turn(self.conversation, self.question)
+            # Copied to the backup with its turn, just after.
+            conversation = self.ensure_conversation(self.writer, copy=False)
+            self.turn_id = self.writer.start_turn(conversation, self.question)
             self.kept_at = time.monotonic()
         except Exception as exc:  # the answer goes on; finish says if it is not kept
             log.warning("question not stored before its answer: %s", exc)
+
+    def ensure_conversation(self, writer: ConversationStore, *, copy: bool = True) -> int:
+        """The conversation this question is kept in, made now (titled by the question,
+        with the scope it searches) when it is the first."""
+        if self.conversation is None:
+            self.conversation = writer.create(self.question, copy=copy)
+            if self.scope:
+                self.library.set_conversation_scope(self.conversation, self.scope)
+        return self.conversation
 
     def keep_partial(self, shown: Sequence[str]) -> None:
         """Store the answer written so far every ``PARTIAL_EVERY_S`` while it streams, so
@@ -345,25 +351,12 @@ class _Question:
             return
         self.ended = True
         notes = [*(w.to_json() for w in self.run.warnings), *warnings]
-        if self.turn_id is not None:
-            self.writer.finish_turn(
-                self.turn_id,
-                standalone_question=self.standalone,
-                answer=answer,
-                mode=mode,
-                sources=sources,
-                citations=citations,
-                warnings=notes,
-                state=state,
+        if self.turn_id is None:  # begin could not store it: the question is kept now
+            self.turn_id = self.writer.start_turn(
+                self.ensure_conversation(self.writer), self.question
             )
-            return
-        if self.conversation is None:
-            self.conversation = self.writer.create(self.question)
-            if self.scope:
-                self.library.set_conversation_scope(self.conversation, self.scope)
-        self.turn_id = self.writer.add_turn(
-            self.conversation,
-            question=self.question,
+        self.writer.finish_turn(
+            self.turn_id,
             standalone_question=self.standalone,
             answer=answer,
             mode=mode,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +43,6 @@ def home(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
     with Library(Settings(home=home), embedder=embedder) as lib:
         lib.index([root / "docs"])
     return home
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeOllama]:
-    server = FakeOllama().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def answer_of(result: Any) -> dict[str, Any]:

@@ -91,15 +91,6 @@ def test_ask_without_a_model_shows_sources_escaped(library: tuple[Path, Path, An
     assert [line[:4] for line in sources.splitlines() if line.startswith("[")] == ["[1] "]
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeOllama]:
-    server = FakeOllama().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def test_a_model_answer_with_escapes_is_shown_escaped(
     library: tuple[Path, Path, Any], llm: FakeOllama
 ) -> None:

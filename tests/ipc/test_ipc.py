@@ -136,15 +136,6 @@ class Writer:
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[FakeOllama]:
-    server = FakeOllama().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
 def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Writer]:
     """``lectern watch`` over a copy of the sample documents, serving beside it."""
     root = tmp_path_factory.mktemp("ipc")

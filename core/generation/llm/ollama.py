@@ -17,13 +17,12 @@ from core.generation.llm.base import Backend, ServerSettings
 from core.generation.llm.errors import ErrorMapper, _is_context_message
 from core.generation.llm.openai import OPENAI, _first
 from core.generation.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
-from core.generation.llm.stream import Patience, StreamTimeout, pump, trace_hook
+from core.generation.llm.stream import Patience, StreamTimeout, client_options, pump
 from core.generation.llm.urls import (
     check_server_url,
     normalise_url,
     proxies_masked,
     resolve_url,
-    trusts_environment,
     unusable_client,
 )
 
@@ -176,20 +175,7 @@ class OllamaClient:
                 )
                 try:
                     self._client = ollama.Client(
-                        host=base,
-                        timeout=httpx.Timeout(
-                            connect=self.connect_timeout,
-                            read=read,
-                            write=30.0,
-                            pool=self.connect_timeout,
-                        ),
-                        # One connection per request, so a stream's socket is always known
-                        # (reported by the trace hook) and can be shut down on cancel.
-                        limits=httpx.Limits(max_keepalive_connections=0),
-                        event_hooks={"request": [trace_hook]},
-                        # A proxy setting never routes a call to this machine elsewhere;
-                        # a server elsewhere is reached the way the person's proxy says.
-                        trust_env=trusts_environment(base),
+                        host=base, **client_options(base, self.connect_timeout, read)
                     )
                 except Exception as exc:  # a proxy httpx cannot use: said, and quoted
                     raise unusable_client(exc, self.url) from None

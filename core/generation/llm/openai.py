@@ -15,13 +15,12 @@ from core.errors import LLMError, LLMTimeoutError, LLMUnavailableError
 from core.generation.llm.base import Backend, ServerSettings
 from core.generation.llm.errors import ErrorMapper
 from core.generation.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
-from core.generation.llm.stream import Patience, StreamTimeout, pump, trace_hook
+from core.generation.llm.stream import Patience, StreamTimeout, client_options, pump
 from core.generation.llm.urls import (
     _split_url,
     check_server_url,
     normalise_url,
     resolve_url,
-    trusts_environment,
     unusable_client,
 )
 
@@ -130,17 +129,7 @@ class OpenAICompatClient:
                     self._client = httpx.Client(
                         base_url=base.rstrip("/") + "/",
                         headers=headers,
-                        timeout=httpx.Timeout(
-                            connect=self.connect_timeout,
-                            read=read,
-                            write=30.0,
-                            pool=self.connect_timeout,
-                        ),
-                        limits=httpx.Limits(max_keepalive_connections=0),
-                        event_hooks={"request": [trace_hook]},
-                        # A proxy setting never routes a call to this machine elsewhere;
-                        # a server elsewhere is reached the way the person's proxy says.
-                        trust_env=trusts_environment(base),
+                        **client_options(base, self.connect_timeout, read),
                     )
                 except Exception as exc:  # a proxy httpx cannot use: said, and quoted
                     raise unusable_client(exc, self.url) from None

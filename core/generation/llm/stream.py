@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from core.generation.llm.records import T
+from core.generation.llm.urls import trusts_environment
 
 # How long the consumer waits on the queue before looking at the cancel flag again.
 POLL_S = 0.05
@@ -69,6 +70,20 @@ def trace_hook(request: httpx.Request) -> None:
     control: StreamControl | None = getattr(current_control, "control", None)
     if control is not None:
         request.extensions["trace"] = control.trace
+
+
+def client_options(base: str, connect: float, read: float) -> dict[str, Any]:
+    """The httpx options both model-server clients are built with."""
+    return {
+        "timeout": httpx.Timeout(connect=connect, read=read, write=30.0, pool=connect),
+        # One connection per request, so a stream's socket is always known (reported by
+        # the trace hook) and can be shut down on cancel.
+        "limits": httpx.Limits(max_keepalive_connections=0),
+        "event_hooks": {"request": [trace_hook]},
+        # A proxy setting never routes a call to this machine elsewhere; a server
+        # elsewhere is reached the way the person's proxy says.
+        "trust_env": trusts_environment(base),
+    }
 
 
 class StreamTimeout(Exception):
