@@ -796,7 +796,11 @@ class MainWindow(QMainWindow):
         accepted = self.backend.add_folders(list(paths))
         if accepted:
             names = ", ".join(os.path.basename(p.rstrip(os.sep)) or p for p in accepted)
-            self.show_notice("info", f"Adding {names} to your library…")
+            if self.library.indexing.state.phase == "paused":
+                # "Adding…" beside "Indexing paused" would read as a contradiction.
+                self.show_notice("info", f"{names} added: indexing is paused; resume to read it.")
+            else:
+                self.show_notice("info", f"Adding {names} to your library…")
         return accepted
 
     # --- actions ----------------------------------------------------------------------------

@@ -75,3 +75,25 @@ def test_paused_on_the_card_is_paused_in_the_status_bar_with_nothing_moving(
     base.wait_indexed(qtbot, window, files=FILES)
     qtbot.waitUntil(lambda: window.phase_label.text().startswith("Ready"), timeout=20_000)
     assert not window.phase_busy.isVisible() and not card.progress_card.isVisible()
+
+
+def test_a_folder_added_while_paused_is_said_to_wait_for_resume(
+    qtbot: Any, open_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    window = open_window(url=f"http://127.0.0.1:{unused_port()}")
+    card = window.library
+    window.backend.index_started.connect(
+        lambda _job: card.pause_button.click() if not window.backend.paused else None
+    )
+    base.drop(window, _folder(tmp_path / "notes"))
+    qtbot.waitUntil(
+        lambda: window.backend.paused and card.progress_card.isVisible(), timeout=20_000
+    )
+    later = tmp_path / "later"
+    later.mkdir()
+    (later / "plan.txt").write_text("The roof is repaired in May.\n", encoding="utf-8")
+    base.drop(window, later)
+    # Not "Adding later to your library…" beside "Indexing paused".
+    notice = window.notice_label.text()
+    assert "Adding" not in notice and "paused" in notice and "resume" in notice, notice
+    _still(window)
