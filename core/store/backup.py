@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 from core.private import make_private_dir, write_private
 from core.records import RecoveryNotice, TurnState
+from core.store.db import aside_name, local_time
 
 log = logging.getLogger(__name__)
 
@@ -216,10 +216,6 @@ def _file_id(path: Path) -> int | None:
     return int(path.stem) if path.stem.isdigit() else None
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S")
-
-
 class RecordBackup:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -244,14 +240,9 @@ class RecordBackup:
     def set_aside(self, path: Path) -> Path | None:
         """Move ``path`` to ``set-aside/<name>.unreadable-<time>``, never over another
         file; None when it cannot be moved (it is then never written over either)."""
-        stamp = time.strftime("%Y%m%d-%H%M%S")
         try:
             make_private_dir(self.set_aside_folder)
-            target = self.set_aside_folder / f"{path.name}.unreadable-{stamp}"
-            n = 1
-            while target.exists():
-                n += 1
-                target = self.set_aside_folder / f"{path.name}.unreadable-{stamp}-{n}"
+            target = aside_name(path, "unreadable", self.set_aside_folder)
             os.replace(path, target)
         except OSError as exc:
             log.warning("backup %s could not be set aside: %s", path, exc)
@@ -269,7 +260,7 @@ class RecordBackup:
                 f"overwritten; {after}.",
                 KEPT_HINT,
                 kept_at=str(kept or ""),
-                at=_now(),
+                at=local_time(),
             )
         )
 
@@ -394,7 +385,7 @@ class RecordBackup:
                         "copied again from the library.",
                         KEPT_HINT,
                         kept_at=str(kept or ""),
-                        at=_now(),
+                        at=local_time(),
                     )
                 )
         return bad

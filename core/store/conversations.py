@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -38,15 +37,11 @@ from core.records import (
     TurnState,
 )
 from core.store.backup import KEPT_HINT, DamagedCopy, RecordBackup
-from core.store.db import Database, scalar
+from core.store.db import Database, local_time, scalar
 
 
 def source_json(n: int, hit: Hit) -> dict[str, Any]:
     return {"n": n, **hit.to_json(), "document_id": hit.document_id}
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _title(question: str) -> str:
@@ -291,7 +286,7 @@ class ConversationStore:
                     f"Conversation {old} from the backup is now conversation {new}: its "
                     "number was taken by another conversation.",
                     f"Use --conversation {new} to continue it.",
-                    at=_now(),
+                    at=local_time(),
                 )
             )
 
@@ -324,7 +319,7 @@ class ConversationStore:
             f"The backup of {which} {what}; {aside}, never overwritten.",
             KEPT_HINT,
             kept_at=damaged.kept_at,
-            at=_now(),
+            at=local_time(),
         )
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:

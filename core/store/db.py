@@ -137,20 +137,36 @@ def disk_full_error(path: Path | str, needed_bytes: int = 0) -> DiskFullError:
     )
 
 
+def local_time() -> str:
+    """When a repair happened, as its RecoveryNotice says."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def aside_name(
+    source: Path, why: str, folder: Path | None = None, stamp: str | None = None
+) -> Path:
+    """``<name>.<why>-<timestamp>`` beside ``source`` (or in ``folder``), a name no file
+    has yet: a file set aside never replaces another."""
+    place = source.parent if folder is None else folder
+    stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
+    target = place / f"{source.name}.{why}-{stamp}"
+    n = 1
+    while target.exists():
+        n += 1
+        target = place / f"{source.name}.{why}-{stamp}-{n}"
+    return target
+
+
 def set_aside(path: Path, why: str) -> Path | None:
     """Rename ``path`` (and its write-ahead log) to ``<name>.<why>-<timestamp>``, never
     deleting it; returns the new name, or None when there was no file. A file that may
     not be renamed (a read-only folder, no permission) raises the error that says so,
     never a bare OSError."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     kept: Path | None = None
+    stamp = time.strftime("%Y%m%d-%H%M%S")  # the file and its log alike
     for source in (path, Path(f"{path}.wal")):
         if source.exists():
-            target = source.with_name(f"{source.name}.{why}-{stamp}")
-            n = 1
-            while target.exists():
-                n += 1
-                target = source.with_name(f"{source.name}.{why}-{stamp}-{n}")
+            target = aside_name(source, why, stamp=stamp)
             try:
                 os.replace(source, target)
             except OSError as exc:

@@ -27,12 +27,11 @@ Nothing here deletes a file.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 from core.errors import DamagedStoreError, ReadOnlyLibraryError, UnreplayableLogError
 from core.records import RecoveryNotice
-from core.store.db import Database, set_aside
+from core.store.db import Database, local_time, set_aside
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +39,6 @@ REDONE = (
     "The last moments of indexing are redone from your files; the last answer may be "
     "missing from the conversation list."
 )
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def open_database(path: Path) -> tuple[Database, list[RecoveryNotice]]:
@@ -64,7 +59,7 @@ def open_database(path: Path) -> tuple[Database, list[RecoveryNotice]]:
                 f"not be read back, so it opened the library without them. {REDONE}",
                 "Nothing needs doing; the unread log is kept in case it is needed.",
                 kept_at=str(kept or ""),
-                at=_now(),
+                at=local_time(),
             )
         )
         try:
@@ -85,7 +80,7 @@ def open_database(path: Path) -> tuple[Database, list[RecoveryNotice]]:
                 "Lectern's record of its last changes was cut short (after a crash or a "
                 f"disk problem), so the newest of them were lost. {REDONE}",
                 "Nothing needs doing; your files are checked again.",
-                at=_now(),
+                at=local_time(),
             )
         )
     if db.generation != recorded:
@@ -122,7 +117,7 @@ def open_read_only(path: Path, why: ReadOnlyLibraryError) -> tuple[Database, lis
             "or saved.",
             "To index again, make the folder writable (or copy it to a writable disk and "
             "set LECTERN_HOME to the copy).",
-            at=_now(),
+            at=local_time(),
         )
     ]
 
@@ -141,5 +136,5 @@ def start_anew(path: Path, exc: DamagedStoreError) -> tuple[Database, RecoveryNo
         "are indexed again.",
         "Nothing needs doing; the damaged file is kept in case it is needed.",
         kept_at=str(kept or ""),
-        at=_now(),
+        at=local_time(),
     )

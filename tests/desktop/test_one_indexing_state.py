@@ -43,12 +43,13 @@ def _still(window: MainWindow) -> None:
     assert not window.phase_busy.isVisible()
 
 
-def test_paused_on_the_card_is_paused_in_the_status_bar_with_nothing_moving(
+def _paused_at_start(
     qtbot: Any, open_window: Callable[..., MainWindow], tmp_path: Path
-) -> None:
+) -> MainWindow:
+    """A window indexing a folder of notes, paused the moment the run starts (as a person
+    pressing Pause would a little later)."""
     window = open_window(url=f"http://127.0.0.1:{unused_port()}")
     card = window.library
-    # Paused the moment the run starts, as a person pressing Pause would a little later.
     window.backend.index_started.connect(
         lambda _job: card.pause_button.click() if not window.backend.paused else None
     )
@@ -56,6 +57,14 @@ def test_paused_on_the_card_is_paused_in_the_status_bar_with_nothing_moving(
     qtbot.waitUntil(
         lambda: window.backend.paused and card.progress_card.isVisible(), timeout=20_000
     )
+    return window
+
+
+def test_paused_on_the_card_is_paused_in_the_status_bar_with_nothing_moving(
+    qtbot: Any, open_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    window = _paused_at_start(qtbot, open_window, tmp_path)
+    card = window.library
     _still(window)
     # Reports still arriving from the file being read when Pause came change nothing.
     qtbot.wait(1500)
@@ -80,15 +89,7 @@ def test_paused_on_the_card_is_paused_in_the_status_bar_with_nothing_moving(
 def test_a_folder_added_while_paused_is_said_to_wait_for_resume(
     qtbot: Any, open_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:
-    window = open_window(url=f"http://127.0.0.1:{unused_port()}")
-    card = window.library
-    window.backend.index_started.connect(
-        lambda _job: card.pause_button.click() if not window.backend.paused else None
-    )
-    base.drop(window, _folder(tmp_path / "notes"))
-    qtbot.waitUntil(
-        lambda: window.backend.paused and card.progress_card.isVisible(), timeout=20_000
-    )
+    window = _paused_at_start(qtbot, open_window, tmp_path)
     later = tmp_path / "later"
     later.mkdir()
     (later / "plan.txt").write_text("The roof is repaired in May.\n", encoding="utf-8")

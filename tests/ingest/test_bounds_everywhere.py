@@ -5,10 +5,8 @@ with the notice an e-book cut at the limit gives. Real files in the real sandbox
 from __future__ import annotations
 
 import io
-import re
 import time
 import zipfile
-from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -19,7 +17,12 @@ from core.ingest import ParserPool
 from core.ingest.formats import FORMATS
 from core.ingest.text import MAX_TEXT_CHARS, cap_document, decode_head, limit_notice
 from core.records import Block, BlockKind, PageSpan, ParsedDocument, WordBox
+from tests.ingest import test_formats as formats
 from tests.ingest.test_formats import make_docx_bytes
+
+# The worker's peak memory, and a pool with the indexer's limits (1 GB, 60 s).
+_peak_rss_mb = formats._peak_rss_mb
+pool = formats.pool
 
 MB = 1024 * 1024
 # The zipped formats: each reader opens its file through core.ingest.bounds.open_package.
@@ -27,22 +30,6 @@ ZIPPED = {"docx", "pptx", "xlsx", "epub", "odt", "ods", "odp"}
 # The others, which a zip is not (they say so, or read it as the bytes it is).
 NOT_ZIPPED = {"pdf", "md", "txt", "html", "csv", "rtf", "eml", "mbox", "org"}
 TEXT_NOTICE = limit_notice()
-
-
-def _peak_rss_mb(pid: int | None) -> float:
-    status = Path(f"/proc/{pid}/status")
-    if pid is None or not status.exists():
-        pytest.skip("peak memory is read from /proc")
-    match = re.search(r"VmHWM:\s+(\d+) kB", status.read_text())
-    assert match
-    return int(match.group(1)) / 1024
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[ParserPool]:
-    # The limits the indexer uses (core.config): 1 GB, 60 s.
-    with ParserPool(timeout_s=60.0, memory_mb=1024) as parser:
-        yield parser
 
 
 @pytest.fixture(scope="module")
