@@ -221,7 +221,7 @@ def search_worker(queries: int, block: int, threads: int | None) -> None:
     """Hybrid search on SciFact test, blocks alternating idle / 2 competing processes."""
     from core.evaluation.beir import indexed_beir, ndcg_at, ranked_documents
     from core.records import second_stage_state
-    from core.retrieval.search import TokenStateCache
+    from core.retrieval.search import PieceCache
 
     with indexed_beir(SCIFACT) as indexed:
         library = indexed.library
@@ -236,7 +236,7 @@ def search_worker(queries: int, block: int, threads: int | None) -> None:
         for b, start in enumerate(range(0, len(qids), block)):
             part = qids[start : start + block]
             for load in (0, 2) if b % 2 == 0 else (2, 0):
-                retriever._token_cache = TokenStateCache()
+                retriever._piece_cache = PieceCache()
                 row = figures[load]
                 with competing(load):
                     cpu = time.process_time()

@@ -61,7 +61,13 @@ from core.embedding.models import (  # noqa: E402
     load_embedder,
     reads_script_of,
 )
-from core.evaluation.beir import load_beir, materialize, ndcg_at  # noqa: E402
+from core.evaluation.beir import (  # noqa: E402
+    indexed_beir,
+    load_beir,
+    materialize,
+    ndcg_at,
+    score_run,
+)
 from core.library import Library  # noqa: E402
 from core.records import SearchFilters  # noqa: E402
 from core.retrieval.fusion import (  # noqa: E402
@@ -387,6 +393,85 @@ def rerank_tune(args: argparse.Namespace) -> dict[str, object]:
     return report
 
 
+STORED_GRID = {
+    "depth": (20, 30, 50, 80),
+    "passages_per_document": (1, 2, 3),
+    "weight": (0.75, 1.0, 1.5),
+}
+
+
+def _first_stages(indexed) -> dict[str, tuple]:
+    """Per question, as a hybrid search makes them: the candidate lists, the fused
+    documents and the question's word-piece states (one forward pass, as search runs)."""
+    library = indexed.library
+    retriever = library.retriever
+    retriever.calibration.reset()
+    out = {}
+    for qid in indexed.beir.qrels:
+        query = indexed.beir.queries[qid]
+        vector, states = library.embedder.query_with_states(query)
+        found = retriever.candidate_lists(query, "hybrid", SearchFilters(), vector)
+        out[qid] = (query, found, retriever.rank_documents(found, "hybrid"), states)
+    return out
+
+
+def _stored_ndcg(
+    indexed, firsts: dict[str, tuple], corpus_of: dict[int, str], params: RerankParams
+) -> float:
+    """nDCG@10 of the documents in the second stage's order (search's hits list them in
+    that order: each document's first passage comes in the first round)."""
+    retriever = indexed.library.retriever
+    run = {}
+    for qid, (query, found, ranked, states) in firsts.items():
+        reranked, _ = retriever.rerank(query, ranked, found, params, states)
+        run[qid] = [corpus_of[d] for d, _ in reranked[:50] if d in corpus_of]
+    return score_run(run, indexed.beir.qrels)["ndcg@10"]
+
+
+def stored_tune(args: argparse.Namespace) -> dict[str, object]:
+    """The second stage's depth, passages per document and weight over the word pieces
+    the library stores (core/store/pieces.py): reading them costs little, so deeper
+    lists and more passages per document can be afforded. Chosen on ``--split`` train,
+    reported on test; the first stage runs once per question and each setting replays
+    only the second."""
+    settings = replace(load_settings(), home=Path(args.home)) if args.home else None
+    results: dict[str, dict[str, float]] = {}
+    grid = [RerankParams(d, p, w) for d, p, w in itertools.product(*STORED_GRID.values())]
+    grid.append(RerankParams())
+    for split in ("train", "test"):
+        with indexed_beir(Path(args.beir), split=split, settings=settings) as indexed:
+            firsts = _first_stages(indexed)
+            by_path = {d.path: d.id for d in indexed.library.documents()}
+            corpus_of = {by_path[p]: c for p, c in indexed.mapping.items() if p in by_path}
+            scores = {p: _stored_ndcg(indexed, firsts, corpus_of, p) for p in dict.fromkeys(grid)}
+            first = _stored_ndcg(indexed, firsts, corpus_of, RerankParams(weight=0.0))
+        results[split] = {"first_stage": round(first, 4)} | {
+            f"{p.depth}/{p.passages_per_document}/{p.weight}": round(v, 4)
+            for p, v in scores.items()
+        }
+        if split == "train":
+            best = max(scores, key=lambda p: (round(scores[p], 4), p == RerankParams()))
+        print(
+            split,
+            "first stage",
+            round(first, 4),
+            "default",
+            round(scores[RerankParams()], 4),
+            flush=True,
+        )
+    chosen = f"{best.depth}/{best.passages_per_document}/{best.weight}"
+    return {
+        "chosen": best.__dict__,
+        "default": RerankParams().__dict__,
+        "train": {
+            "first_stage": results["train"]["first_stage"],
+            "chosen": results["train"][chosen],
+        },
+        "test": {"first_stage": results["test"]["first_stage"], "chosen": results["test"][chosen]},
+        "grid": results,
+    }
+
+
 JOINT_GRID = {
     "bm25_prior": (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6),
     "confidence_power": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
@@ -596,6 +681,9 @@ def main() -> None:
     r = sub.add_parser("rerank")
     r.add_argument("--train", required=True)
     r.add_argument("--check", action="append")
+    st = sub.add_parser("stored")
+    st.add_argument("--beir", required=True)
+    st.add_argument("--home", help="data folder holding eval/ (default: the usual one)")
     j = sub.add_parser("joint")
     j.add_argument("--train", action="append", required=True)
     j.add_argument("--check", action="append")
@@ -621,6 +709,7 @@ def main() -> None:
         "partial": partial,
         "rerank": rerank_tune,
         "joint": joint,
+        "stored": stored_tune,
     }
     result = commands[args.command](args)
     emit("retrieval_tune", result)

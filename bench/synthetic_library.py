@@ -12,7 +12,10 @@ the same vector, so a dense top-10 is a set of exact ties and recall against exa
 means nothing; with it the copies spread around the real vector the way near-duplicate
 passages do, and which ten are nearest depends on the index being exact enough.
 
-Distinct embeddings are cached under ``/tmp/lectern-bench-cache`` (keyed by the texts and
+Each chunk also gets the packed word pieces of its distinct text (core/embedding/pieces.py),
+as the meaning pass keeps them for the second stage, unless the library's ``rerank`` is off.
+
+Distinct embeddings and word pieces are cached under ``/tmp/lectern-bench-cache`` (keyed by the texts and
 the model), so later runs skip the model.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import random
 import sys
 import time
@@ -28,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core.embedding.models import PieceEmbedder
+from core.embedding.pieces import CODEC as PIECES_CODEC
 from core.library import Library
 from core.text import split_sentences
 
@@ -141,6 +147,32 @@ def distinct_pool(
     return pool, pool_tokens, vectors, time.monotonic() - t0
 
 
+def distinct_pieces(library: Library, pool: list[str]) -> list[bytes] | None:
+    """The pool texts' packed word pieces (core/embedding/pieces.py), as the meaning pass
+    keeps them for the second stage (cached beside the embeddings); None for a model
+    without them."""
+    embedder = library.embedder
+    if not isinstance(embedder, PieceEmbedder):
+        return None
+    key = hashlib.sha256(
+        ("\n".join(pool) + "\0" + library.index_config + "\0" + PIECES_CODEC).encode("utf-8")
+    ).hexdigest()[:24]
+    cached = CACHE / f"pieces-{key}.pkl"
+    if cached.exists():
+        with open(cached, "rb") as handle:
+            return list(pickle.load(handle))
+    pieces: list[bytes] = []
+    for i in range(0, len(pool), 64):
+        pieces.extend(embedder.embed_with_pieces(pool[i : i + 64])[1])
+        if i % 640 == 0:
+            log(f"  word pieces of {i + len(pool[i : i + 64])}/{len(pool)} distinct texts")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(cached.with_suffix(".tmp"), "wb") as handle:
+        pickle.dump(pieces, handle)
+    cached.with_suffix(".tmp").replace(cached)
+    return pieces
+
+
 def perturb(base: np.ndarray, noise: float, rng: np.random.Generator) -> np.ndarray:
     """Unit vectors near ``base``: Gaussian noise of norm ~``noise``, renormalised."""
     if noise <= 0:
@@ -170,6 +202,9 @@ def build_base(
     """Write the files and insert their documents, text and chunks in batches, then build
     the keyword index and (unless ``build_vectors`` is false) the vector index."""
     pool, pool_tokens, vectors, embed_s = distinct_pool(library, distinct, rng)
+    # Word pieces are reused per distinct text like the vectors (the second stage reads
+    # them); a library that keeps none (``rerank`` off) gets none.
+    pieces = distinct_pieces(library, pool) if library.settings.rerank else None
     noise_rng = np.random.default_rng(seed)
     files = max(1, -(-chunks // SECTIONS_PER_FILE))
     folder = str(corpus)
@@ -275,6 +310,12 @@ def build_base(
                    SELECT id, document_id, ordinal, text, context, start_char, end_char, NULL,
                        NULL, heading_path, token_count, embedding::BLOB FROM new_chunks"""
             )
+            if pieces is not None:
+                new_pieces = {  # noqa: F841 - read by DuckDB's replacement scan
+                    "chunk_id": np.array(rows["id"], dtype=np.int64),
+                    "pieces": np.array([pieces[k] for k in picks], dtype=object),
+                }
+                tx.execute("INSERT INTO chunk_pieces SELECT chunk_id, pieces FROM new_pieces")
             version = int(library.db.get_meta("content_version", "0") or 0) + 1
             library.db.set_meta("content_version", str(version), tx)
         del new_docs, new_chunks, matrix

@@ -37,6 +37,7 @@ from core.embedding.models import (
     WordPieceCounter,
     load_embedder,
 )
+from core.embedding.pieces import CODEC as PIECES_CODEC
 from core.errors import (
     ConfigError,
     DamagedStoreError,
@@ -85,6 +86,7 @@ from core.store.conversations import ConversationStore
 from core.store.db import classify_open_error, named_file
 from core.store.documents import DocumentStore
 from core.store.keyword import KeywordIndex
+from core.store.pieces import PieceStore
 from core.store.recovery import open_database, start_anew
 from core.store.reembed import ReembedStore
 from core.store.vectors import VectorIndex
@@ -226,6 +228,8 @@ class Library:
             embed_batch_size=self.settings.embed_batch_size,
         )
         self.indexer.on_removed.append(self._forget_in_conversations)
+        # The second stage's word pieces are kept while it is on (settings may change).
+        self.indexer.pieces = lambda: self.pieces if self.settings.rerank else None
         self.set_index_pace(self.settings.index_when, self.settings.index_cpu_share)
         if migrate and self.switching_model:
             self._start_reembedding()
@@ -287,9 +291,15 @@ class Library:
         rebuilt = any(n.kind == "library_rebuilt" for n in notices)
         self.keyword = KeywordIndex(self.db, self.settings.home / KEYWORD_FILE, stale=rebuilt)
         self.reembed_store = ReembedStore(self.db)
+        self.pieces = PieceStore(self.db)
         self._restore_record(notices)
         self._keep_first_model()
         self._check_index_config()
+        try:
+            self.pieces.keep_for(self.models.current, PIECES_CODEC)
+        except duckdb.Error as exc:
+            # Derived: searches encode what they lack, and the next run tries again.
+            logging.getLogger(__name__).warning("stored word pieces not checked: %s", exc)
         if self.keyword.recovery == "unavailable":
             self._notice(
                 RecoveryNotice(
@@ -448,6 +458,7 @@ class Library:
                     params=fusion_params(self.models.current, self.settings.candidates),
                     second_stage=RerankParams() if self.settings.rerank else None,
                     calibration=self._fusion_calibration(self.models.current),
+                    pieces=self.pieces,
                 )
             return self._retriever
 

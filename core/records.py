@@ -482,6 +482,9 @@ class IndexProgress:
     files_searchable: int = 0
     # Why the run is holding ("" while it works): e.g. core.indexing.throttle.WAITING_IDLE.
     waiting_reason: str = ""
+    # Every passage is searchable by meaning; the model is packing the word pieces the
+    # second stage reads, for passages indexed without them (core/store/pieces.py).
+    packing_pieces: bool = False
 
     @property
     def finished(self) -> bool:

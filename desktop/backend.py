@@ -68,6 +68,9 @@ SHUTDOWN_WAIT_MS = 1500
 # Closing waits for the library to finish opening (it may be repairing the record), so
 # that it is closed cleanly; normally a fraction of a second.
 OPEN_WAIT_S = 30.0
+# How long an open waits for this process's earlier close of the same library (one that
+# a quit left finishing on its own thread) before it opens it anyway.
+REOPEN_WAIT_S = 60.0
 # The library as the last session showed it (in the data folder), shown at the next
 # start until the open library answers.
 SAVED_SNAPSHOT = "last-library-view.json"
@@ -98,6 +101,45 @@ class LibrarySnapshot:
     advice_model: str = ""
     # Read from the last session's file (show_saved_library), not from the open library.
     saved: bool = False
+
+
+# Libraries this process is still closing, by data folder: a quit that ran out of time
+# leaves the close to finish on its own thread (the process exits meanwhile); a window
+# opened again on the same library in this process waits for it first.
+_closing: dict[str, threading.Thread] = {}
+_closing_lock = threading.Lock()
+
+
+def close_in_background(library: Library) -> threading.Thread:
+    """Close ``library`` on a thread of its own, which an open of its folder waits for."""
+    key = str(library.settings.home)
+
+    def close() -> None:
+        try:
+            library.close()
+        except Exception:
+            log.exception("closing the library failed")
+        finally:
+            with _closing_lock:
+                if _closing.get(key) is thread:
+                    del _closing[key]
+
+    # A daemon: a process exiting does not wait for it. Every document is written in one
+    # transaction and the vector file is written whole and renamed over, so an exit in
+    # the middle of the close is a crash the next open repairs (nothing committed is lost).
+    thread = threading.Thread(target=close, name="close library", daemon=True)
+    with _closing_lock:
+        _closing[key] = thread
+    thread.start()
+    return thread
+
+
+def wait_for_close(home: Path, timeout: float = REOPEN_WAIT_S) -> None:
+    """Wait for this process's close of the library in ``home``, if one is running."""
+    with _closing_lock:
+        thread = _closing.get(str(home))
+    if thread is not None:
+        thread.join(timeout)
 
 
 def write_saved_snapshot(path: Path, snapshot: LibrarySnapshot) -> None:
@@ -270,6 +312,7 @@ class Backend(QObject):
                     if self._closing:
                         return  # closed before the record was touched: nothing to close
                     self._opening_record = True
+                wait_for_close(settings.home)
                 library = Library(settings, embedder=embedder, defer_model=True)
                 with self._start_lock:
                     closing = self._closing
@@ -1118,9 +1161,11 @@ class Backend(QObject):
         interrupted either; each document is written in one transaction, so nothing is
         lost by not waiting: past ``wait_ms`` the run's thread is left to finish that batch
         on its own, the parser process is stopped and the database is left open for the
-        process's exit (what the batch had not committed is indexed next time). Either
-        way ``abandoned`` is set and ``python -m desktop`` then exits at once: a model
-        load left running kept the process for seconds after its window had gone.
+        process's exit (what the batch had not committed is indexed next time). The close
+        itself gets what is left of ``wait_ms`` too: past it, it finishes on its own
+        thread until the process exits (``close_in_background``). In each of these cases
+        ``abandoned`` is set and ``python -m desktop`` then exits at once: a model load
+        left running kept the process for seconds after its window had gone.
         """
         if self._closing:
             return
@@ -1177,15 +1222,22 @@ class Backend(QObject):
             max(0, int((deadline - time.monotonic()) * 1000))
         )
         if idle and not watcher_alive:
-            try:
-                library.close()
-            except Exception:
-                log.exception("closing the library failed")
+            # The close itself waits on what it cannot interrupt (a re-embedding's batch in
+            # the model, up to a second; a checkpoint): on a busy computer it took seconds
+            # (3.2-6.6 s at load 6-8). It has what is left of the wait, then the process
+            # exits without it (see close_in_background).
+            closing = close_in_background(library)
+            closing.join(max(0.05, deadline - time.monotonic()))
             self.library = None
-            # The record is closed: what is left running is not waited for.
-            self.abandoned = left_running
-            return
+            if not closing.is_alive():
+                # The record is closed: what is left running is not waited for.
+                self.abandoned = left_running
+                return
+            log.warning("closing the library takes longer than a quit may; not waited for")
+        else:
+            log.warning("closing with indexing still finishing a batch; it is not waited for")
         self.abandoned = True
-        log.warning("closing with indexing still finishing a batch; it is not waited for")
+        # No reader may outlive the app; one holds nothing of the library, so it is
+        # stopped at once rather than asked (which waited up to seconds under load).
         with contextlib.suppress(Exception):
-            library.parser.close()
+            library.parser.kill()

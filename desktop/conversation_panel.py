@@ -56,7 +56,7 @@ from desktop.viewmodels import (
 )
 from desktop.welcome_view import WelcomeView
 from desktop.widgets import ElidedLabel, display_path, segmented_control
-from desktop.workers import Task, describe_error
+from desktop.workers import Task, describe_error, error_details
 
 MAX_COLUMN = 860
 
@@ -258,7 +258,7 @@ class ConversationPanel(QFrame):
         head = QHBoxLayout(header)
         head.setContentsMargins(20, 10, 14, 10)
         head.setSpacing(8)
-        self.title = ElidedLabel("New conversation", objectName="panelTitle")
+        self.title = ElidedLabel("New conversation", objectName="panelTitle", at_words=True)
         head.addWidget(self.title, 1)
         segment, self.mode_group, (self.ask_mode, self.search_mode) = segmented_control(
             self,
@@ -797,6 +797,10 @@ class ConversationPanel(QFrame):
                 return
             for stored in turns:
                 self._add_turn(TurnView.from_stored(stored))
+            if self.items and isinstance(self.items[0], TurnWidget):
+                self.conversation_title = whole_title(
+                    self.conversation_title, self.items[0].turn.question
+                )
             self._update_state()
             QTimer.singleShot(0, self._scroll_to_bottom)
 
@@ -880,7 +884,7 @@ class ConversationPanel(QFrame):
             self.ask(text)
 
     def ask(self, question: str) -> None:
-        turn = TurnView(question=question, streaming=True, rewriting=self._rewrites_followup())
+        turn = TurnView(question=question, streaming=True)
         self.active_turn = self._add_turn(turn)
         if self.conversation_id is None and not self.conversation_title:
             # The conversation is kept from its first question, titled by it.
@@ -891,18 +895,6 @@ class ConversationPanel(QFrame):
             self._update_state()
             return
         self._start_ask(question)
-
-    def _rewrites_followup(self) -> bool:
-        """Whether the question asked now is a follow-up the model first rewrites as a
-        standalone question (core.generation.qa's first step, silent until its sources):
-        there are earlier answers in this kept conversation and a model to ask."""
-        backend = self.backend
-        return (
-            self.conversation_id is not None
-            and bool(self.turns)
-            and backend.llm_status.ready
-            and backend.settings.followup_rewrite == "model"
-        )
 
     @property
     def search_results(self) -> SearchResultsWidget | None:
@@ -1050,6 +1042,7 @@ class ConversationPanel(QFrame):
 
     def _event(self, widget: TurnWidget, event: Any) -> None:
         from core.generation.qa import (
+            REWRITING,
             CitationsEvent,
             DoneEvent,
             DraftEvent,
@@ -1061,7 +1054,12 @@ class ConversationPanel(QFrame):
         )
 
         turn = widget.turn
-        turn.rewriting = False  # anything core says comes after the rewrite
+        if isinstance(event, StatusEvent) and event.kind == REWRITING.kind:
+            # Said where the answer will be, in place of "Searching your documents…".
+            turn.rewriting = event.message
+            widget.refresh()
+            return
+        turn.rewriting = ""  # anything else core says comes after the rewrite
         if isinstance(event, TokenEvent):
             waiting = [w for w in turn.warnings if w[0] in ("draft", "status")]
             if waiting:
@@ -1123,6 +1121,7 @@ class ConversationPanel(QFrame):
                 error.hint,
                 type(error).__name__,
                 str(getattr(error, "model", "") or ""),
+                error_details(error),
             )
             if event.partial_answer:
                 turn.answer = event.partial_answer
@@ -1150,7 +1149,9 @@ class ConversationPanel(QFrame):
     def _failed(self, widget: TurnWidget, exc: BaseException) -> None:
         message, hint = describe_error(exc)
         kind = type(exc).__name__ if isinstance(exc, LecternError) else "Error"
-        widget.turn.error = ErrorView(message, hint, kind, str(getattr(exc, "model", "") or ""))
+        widget.turn.error = ErrorView(
+            message, hint, kind, str(getattr(exc, "model", "") or ""), error_details(exc)
+        )
         widget.turn.streaming = False
         widget.refresh()
 
@@ -1198,5 +1199,15 @@ class ConversationPanel(QFrame):
 
 
 def _title(question: str) -> str:
-    text = " ".join(question.split())
-    return text if len(text) <= 80 else text[:79] + "…"
+    # Whole: the header shortens it to its room, after a word, and its tooltip says it all.
+    return " ".join(question.split())
+
+
+def whole_title(title: str, first_question: str) -> str:
+    """The title the header shows for a stored conversation: the library keeps a long
+    first question's title cut (at a fixed length, even inside a word); the question
+    itself is the whole of it."""
+    question = _title(first_question)
+    if title.endswith("…") and len(question) >= len(title) and question.startswith(title[:-1]):
+        return question
+    return title

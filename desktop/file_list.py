@@ -534,6 +534,8 @@ class FileListWindow(QDialog):
         find.activated.connect(self._focus_filter)
 
         backend.library_changed.connect(self._library_changed)
+        backend.index_finished.connect(self._run_ended)
+        backend.index_failed.connect(self._run_ended)
         indexing_view(backend).subscribe(self._indexing_changed)
         theme.changed.connect(self._restyle)
         self._selection_changed()
@@ -669,6 +671,15 @@ class FileListWindow(QDialog):
             return  # the same counts and the same problem files: nothing to read again
         if not self.isVisible():
             self._stale = True  # read when shown
+            return
+        self._schedule_reload()
+
+    def _run_ended(self, *_outcome: object) -> None:
+        # The counts cannot tell every change: a retried file is waiting, then failed
+        # again, and the counts end where they began, so a list read while it waited
+        # would stay "Waiting". Once a run ends nothing it did is still moving: read again.
+        if not self.isVisible():
+            self._stale = True
             return
         self._schedule_reload()
 

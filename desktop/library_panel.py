@@ -502,7 +502,9 @@ class LibraryPanel(QFrame):
         name = os.path.basename(folder.path.rstrip(os.sep)) or folder.path
         row.name.set_full_text(name)
         row.path.set_full_text(display_path(folder.path))
-        parts = [f'<span style="color:{palette.success};">●</span> {folder.indexed} indexed']
+        # Green says "searchable": not of a folder with nothing indexed yet.
+        dot = palette.success if folder.indexed else palette.faint
+        parts = [f'<span style="color:{dot};">●</span> {folder.indexed} indexed']
         if folder.ocr:
             parts.append(f"{folder.ocr} read by OCR")
         if folder.failed:
@@ -774,7 +776,9 @@ class LibraryPanel(QFrame):
                 else "searchable by keyword"
             )
             bits.append(
-                "meaning search: "
+                # Every passage is searchable by meaning already; the model is making what
+                # the closer ranking of the best matches reads (core/store/pieces.py).
+                ("preparing closer ranking: " if p.packing_pieces else "meaning search: ")
                 + f"{p.passages_embedded:,}".replace(",", "\u202f")  # as count_of writes it
                 + f" of {count_of(p.passages_total, 'passage')}"
             )
@@ -782,8 +786,10 @@ class LibraryPanel(QFrame):
             bits.append(f"{p.files_done} of {count_of(p.files_total, 'file')} read")
         if waiting:
             bits = [BUSY_WAITING[0].upper() + BUSY_WAITING[1:]]
+        elif paused:
+            pass  # the title says Paused; "· paused" under it said it twice
         else:
-            bits.append("paused" if paused else fmt_duration(p.eta_s))
+            bits.append(fmt_duration(p.eta_s))
             if self.backend.settings.index_when == "share":  # why it goes slower
                 bits.append(f"at most {self.backend.settings.index_cpu_share} % of the CPU")
         if p.failed:
@@ -807,7 +813,7 @@ class LibraryPanel(QFrame):
         self.pause_button.setAccessibleName(tip)
         self._show_state(self.indexing.state)
         if paused:
-            self.progress_detail.setText("Paused · finished files are already searchable")
+            self.progress_detail.setText("Finished files are already searchable")
             self._fit_card()
         elif self._last_progress is not None:
             self.set_progress(self._last_progress)  # not "paused" until the next report

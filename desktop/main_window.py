@@ -724,6 +724,9 @@ class MainWindow(QMainWindow):
             self.side_split.setSizes([640, 260])
         if self.qsettings.value("conversation/mode") == "search":
             self.conversation.set_search_mode(True)
+        finding = self.qsettings.value("search/find")
+        if finding in ("words", "meaning"):
+            self.conversation.search_view.set_words_only(finding == "words")
         if self.qsettings.value("window/evidence", "1") == "0":
             self.evidence_action.setChecked(False)
             self.evidence.hide()
@@ -734,6 +737,9 @@ class MainWindow(QMainWindow):
         self.qsettings.setValue("window/sidebar", self.side_split.saveState())
         self.qsettings.setValue(
             "conversation/mode", "search" if self.conversation.search_only else "ask"
+        )
+        self.qsettings.setValue(
+            "search/find", "words" if self.conversation.search_view.words_only else "meaning"
         )
         self.qsettings.setValue("window/evidence", "1" if self.evidence.isVisible() else "0")
         self.qsettings.sync()

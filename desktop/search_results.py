@@ -153,7 +153,7 @@ class SearchResultsWidget(QFrame):
             shown = snippet(text, terms)
             label = WrapLabel(
                 f'<span style="color:{palette.accent}; font-weight:600;">{source.n}</span>'
-                f"&nbsp;&nbsp;<b>{esc(shorten(source.section or source.display_name, 80))}</b>"
+                f"&nbsp;&nbsp;<b>{esc(shorten(source.label, 80))}</b>"
                 f' <span style="color:{palette.muted};">— {esc(source.where)}</span>'
                 f'<div style="margin-top:4px;">'
                 f"{highlight_terms_html(shown, terms, palette)}</div>"

@@ -39,7 +39,7 @@ from desktop.viewmodels import (
     SourceView,
     TurnView,
 )
-from desktop.widgets import WrapLabel
+from desktop.widgets import DetailsFold, WrapLabel
 
 if TYPE_CHECKING:
     from desktop.model_download import ModelDownload
@@ -206,6 +206,8 @@ class TurnWidget(QFrame):
         self.error_text.setWordWrap(True)
         self.error_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         ebox.addWidget(self.error_text)
+        self.error_details = DetailsFold(objectName="errorDetails")
+        ebox.addWidget(self.error_details)
         self.error_actions = QHBoxLayout()
         self.error_actions.setSpacing(8)
         ebox.addLayout(self.error_actions)
@@ -264,7 +266,7 @@ class TurnWidget(QFrame):
             self.answer.show()
         elif turn.streaming:
             if turn.rewriting:
-                waiting = "Working out what your follow-up question refers to…"
+                waiting = esc(turn.rewriting)
             elif not turn.sources:
                 waiting = "Searching your documents…"
             else:
@@ -311,7 +313,8 @@ class TurnWidget(QFrame):
             # The model wrote an answer that failed its check: it follows the quote.
             name, text, color = (
                 "book",
-                f"Quoted from your documents · {turn.model or 'the model'}'s answer unverified",
+                # "unverified" is said once, where the model's text begins.
+                f"Quoted from your documents · then {turn.model or 'the model'}'s answer",
                 palette.muted,
             )
         elif turn.mode == "extractive":
@@ -487,6 +490,7 @@ class TurnWidget(QFrame):
             return
         hint = f"<br>{esc(error.hint)}" if error.hint else ""
         self.error_text.setText(f"<b>{esc(error.message)}</b>{hint}")
+        self.error_details.set_details(error.details)
         if error.kind == "ModelNotFoundError" and error.model:
             self._action(f"Download {error.model}", "pull", error.model, primary=True)
             self._action("Choose another model…", "settings", None)
@@ -547,7 +551,7 @@ class TurnWidget(QFrame):
             # sections) share it: "1 6 Expense limits", not the label twice.
             labels: dict[str, list[SourceView]] = {}
             for source in passages:
-                labels.setdefault(source.section or source.display_name, []).append(source)
+                labels.setdefault(source.label, []).append(source)
             parts = []
             for label, group in labels.items():
                 chips = []

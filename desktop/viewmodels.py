@@ -17,6 +17,10 @@ from typing import Any
 
 from core.records import SHEET_TYPES, Citation, Hit, IndexProgress, location_label
 
+# A section's own number before its name ("3 Results", "2.1 Setup"): beside the source's
+# number it read as one ("3 3 Results"); a year ("2024 Budget") is no section number.
+_SECTION_NUMBER = re.compile(r"(\d{1,2}(?:\.\d{1,3})*)\.?\s+(?=[^\W\d_])")
+
 
 @dataclass(frozen=True)
 class SpanView:
@@ -50,6 +54,18 @@ class SourceView:
         if names and names[0].casefold() == self.title.strip().casefold():
             names = names[1:]
         return names[-1] if names else ""
+
+    @property
+    def label(self) -> str:
+        """What a list of sources names it by, after its number: its section, its own
+        number after its name ("Results (section 3)"), or else its document's title."""
+        section = self.section
+        if not section:
+            return self.display_name
+        numbered = _SECTION_NUMBER.match(section)
+        if numbered is None:
+            return section
+        return f"{section[numbered.end() :]} (section {numbered.group(1)})"
 
     @property
     def file_name(self) -> str:
@@ -163,6 +179,7 @@ class ErrorView:
     hint: str
     kind: str  # the error class name: ModelNotFoundError, LLMUnavailableError, ...
     model: str = ""
+    details: str = ""  # the program's words for it, for the Details fold only
 
 
 # Warning kinds the notes fold (core.generation.events.WarningKind's values: importing
@@ -199,9 +216,9 @@ class TurnView:
     missing_model: str = ""  # the model a "model_missing" warning offers to download
     reordered_s: float | None = None  # seconds the model took to put the sources in order
     state: str = "done"  # a stored turn's core.records.TurnState
-    # A follow-up the model is making standalone before any search: core says nothing
-    # meanwhile (tens of seconds on a slow model), so the window says what is going on.
-    rewriting: bool = False
+    # A follow-up the model is making standalone before any search (tens of seconds on a
+    # slow model): core's words for it (its "rewriting" StatusEvent), "" when it is not.
+    rewriting: str = ""
 
     @property
     def cited_numbers(self) -> set[int]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from desktop.qt import (
     QButtonGroup,
     QEvent,
+    QFontMetrics,
     QFrame,
     QGuiApplication,
     QHBoxLayout,
@@ -63,8 +64,30 @@ def segmented_control(
     return segment, group, buttons
 
 
+# Left at the end of a shortened phrase, they would read as the sentence's own.
+_TRAILING = " ,;:–—-"
+
+
+def elide_at_words(metrics: QFontMetrics, text: str, width: int) -> str:
+    """``text`` as it fits ``width``: whole, or its first words and "…". A first word too
+    long on its own is cut where Qt cuts it (never inside a character)."""
+    if metrics.horizontalAdvance(text) <= width:
+        return text
+    words = text.split(" ")
+    fitted = ""
+    for end in range(1, len(words)):
+        shown = " ".join(words[:end]).rstrip(_TRAILING)
+        if not shown:
+            continue
+        if metrics.horizontalAdvance(shown + "…") > width:
+            break
+        fitted = shown + "…"
+    return fitted or metrics.elidedText(text, Qt.TextElideMode.ElideRight, width)
+
+
 class ElidedLabel(QLabel):
-    """A one-line label that shortens its text with "…" instead of being clipped."""
+    """A one-line label that shortens its text with "…" instead of being clipped; with
+    ``at_words``, after a whole word (a title, a sentence) rather than inside one."""
 
     def __init__(
         self,
@@ -73,12 +96,14 @@ class ElidedLabel(QLabel):
         parent: QWidget | None = None,
         *,
         objectName: str = "",  # mirrors the keyword Qt widgets take
+        at_words: bool = False,
     ) -> None:
         super().__init__(parent)
         if objectName:
             self.setObjectName(objectName)
         self._full = ""
         self._mode = mode
+        self._at_words = at_words
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.set_full_text(text)
@@ -100,9 +125,12 @@ class ElidedLabel(QLabel):
 
     def _elide(self) -> None:
         width = max(0, self.contentsRect().width())
-        shown = (
-            self.fontMetrics().elidedText(self._full, self._mode, width) if width else self._full
-        )
+        if not width:
+            shown = self._full
+        elif self._at_words and self._mode == Qt.TextElideMode.ElideRight:
+            shown = elide_at_words(self.fontMetrics(), self._full, width)
+        else:
+            shown = self.fontMetrics().elidedText(self._full, self._mode, width)
         if shown != self.text():
             self.setText(shown)
 

@@ -174,7 +174,8 @@ class Background(QObject):
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
-    """A plain sentence and a next step for any failure."""
+    """A plain sentence and a next step for any failure: never the program's name for it
+    (that is :func:`error_details`, for a Details fold)."""
     if isinstance(exc, LecternError):
         return exc.message, exc.hint
     if isinstance(exc, MemoryError):
@@ -184,11 +185,23 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
         )
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        why = f": {exc.strerror}" if exc.strerror else ""
         return (
-            f"A file could not be read or written{where}: {exc.strerror or exc}.",
+            f"A file could not be read or written{where}{why}.",
             "Check that the file exists and that you may read it, then try again.",
         )
     return (
-        f"Something unexpected went wrong: {type(exc).__name__}: {exc}",
+        "Something unexpected went wrong.",
         "Try again. If it keeps happening, restart Lectern.",
     )
+
+
+def error_details(exc: BaseException) -> str:
+    """What went wrong in a program's words, for a Details fold (and a bug report): the
+    error's name, its own text and the detail an error carries beside its sentence."""
+    text = str(exc.message if isinstance(exc, LecternError) else exc)
+    lines = [f"{type(exc).__name__}: {text}" if text else type(exc).__name__]
+    detail = getattr(exc, "detail", "")
+    if detail:
+        lines.append(str(detail))
+    return "\n".join(lines)

@@ -306,7 +306,8 @@ class ProgressBar:
         chunk_rate = p.passages_embedded / p.elapsed_s if p.elapsed_s > 0 else 0.0
         line = (
             f"\r{bar} {p.files_done}/{p.files_total} files  "
-            f"embedded {p.passages_embedded}/{p.passages_total}  "
+            + ("prepared for ranking " if p.packing_pieces else "embedded ")
+            + f"{p.passages_embedded}/{p.passages_total}  "
             f"{chunk_rate:.1f} passages/s  ETA {_fmt_duration(p.eta_s)}"
         )
         if p.failed:

@@ -23,7 +23,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from core.embedding.batching import (
     padded_width,
     plan_batches,
 )
+from core.embedding.pieces import pack
 from core.embedding.probe import (
     DEFAULT_SUB_BATCH_TOKENS,
     ENCODING_ENV,
@@ -76,6 +77,15 @@ class Embedder(Protocol):
     def share_cpu(self) -> contextlib.AbstractContextManager[None]:
         """Held while the calling thread works beside the model's indexing batches (the
         model running on another thread): the model leaves that work a core."""
+
+
+@runtime_checkable
+class PieceEmbedder(Embedder, Protocol):
+    """A model that also gives each passage's word-piece states, for the second stage."""
+
+    def embed_with_pieces(
+        self, texts: list[str], batch_size: int = 32
+    ) -> tuple[np.ndarray, list[bytes]]: ...
 
 
 def bundled_model_path() -> Path:
@@ -289,6 +299,19 @@ class SentenceTransformerEmbedder:
             return self.embed_query(texts)
         return self._encode(texts, batch_size, self._lane.bulk, None)
 
+    def embed_with_pieces(
+        self, texts: list[str], batch_size: int = 32
+    ) -> tuple[np.ndarray, list[bytes]]:
+        """``embed``, and each passage's word-piece states packed for the second stage
+        (core/embedding/pieces.py), taken from the same forward pass: keeping them costs
+        no encoding."""
+        pieces: list[bytes] = [b""] * len(texts)
+        if len(texts) <= QUERY_TEXTS:
+            vectors = self._encode(texts, 32, self._lane.query, 1, pieces)
+        else:
+            vectors = self._encode(texts, batch_size, self._lane.bulk, None, pieces)
+        return vectors, pieces
+
     def embed_query(self, texts: list[str]) -> np.ndarray:
         """A person's query: ahead of any indexing sub-batch, and on one thread because a
         one-off query on a busy machine waits far longer for two threads than it gains
@@ -318,8 +341,10 @@ class SentenceTransformerEmbedder:
         batch_size: int,
         lane: Callable[[], contextlib.AbstractContextManager[None]],
         threads: int | None,
+        pieces: list[bytes] | None = None,
     ) -> np.ndarray:
-        """``threads`` None: indexing, on the count the chooser gives per sub-batch."""
+        """``threads`` None: indexing, on the count the chooser gives per sub-batch.
+        ``pieces``: filled, text by text, with the packed word-piece states."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         encodings = self._tokenize(texts)  # before taking the model: the tokenizer is free
@@ -328,7 +353,11 @@ class SentenceTransformerEmbedder:
         for batch in plan_batches(lengths, max(1, batch_size), self.encoding.sub_batch_tokens):
             # Sharing is read per sub-batch: it starts and ends while a call runs.
             with lane(), self._threads([lengths[i] for i in batch], threads, self._sharers > 0):
-                out[batch] = self._forward(self._bert, [encodings[i] for i in batch])
+                packed: list[bytes] | None = [] if pieces is not None else None
+                out[batch] = self._forward(self._bert, [encodings[i] for i in batch], None, packed)
+            if pieces is not None and packed is not None:
+                for i, blob in zip(batch, packed, strict=True):
+                    pieces[i] = blob
         return out
 
     @contextlib.contextmanager
@@ -389,15 +418,39 @@ class SentenceTransformerEmbedder:
         return hidden.float(), attention
 
     def _forward(
-        self, model: Any, encodings: Sequence[Sequence[int]], precision: str | None = None
+        self,
+        model: Any,
+        encodings: Sequence[Sequence[int]],
+        precision: str | None = None,
+        pieces: list[bytes] | None = None,
     ) -> np.ndarray:
+        """Pooled unit vectors; ``pieces`` gets each text's packed word-piece states,
+        [CLS] and [SEP] left out as in ``token_vectors`` (a sign code needs no norm)."""
         torch = self._torch
         with torch.inference_mode():
             hidden, attention = self._hidden(model, encodings, precision)
             weights = attention.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
             vectors = torch.nn.functional.normalize(pooled, p=2, dim=1)
+            if pieces is not None:
+                states = hidden.numpy()
+                pieces.extend(
+                    pack(states[row, 1 : len(ids) - 1]) for row, ids in enumerate(encodings)
+                )
         return np.ascontiguousarray(vectors.numpy(), dtype=np.float32)
+
+    def query_with_states(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """A question's vector (as ``embed_query``) and its word-piece states (as
+        ``token_vectors``) from one forward pass: a hybrid search needs both."""
+        (ids,) = self._tokenize([text])
+        torch = self._torch
+        with self._lane.query(), self._threads([len(ids)], 1), torch.inference_mode():
+            hidden, _ = self._hidden(self._bert, [ids])
+            vector = torch.nn.functional.normalize(hidden.mean(1), p=2, dim=1).numpy()
+            states = torch.nn.functional.normalize(hidden[0, 1 : len(ids) - 1], p=2, dim=1)
+        return np.ascontiguousarray(vector[0], dtype=np.float32), np.ascontiguousarray(
+            states.numpy(), dtype=np.float32
+        )
 
     def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Per text, one L2-normalised row per word piece, [CLS] and [SEP] left out: the

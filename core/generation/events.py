@@ -91,10 +91,16 @@ class DraftEvent:
 
 @dataclass(frozen=True)
 class StatusEvent:
-    """What the model server is doing before it writes (loading, reading the prompt)."""
+    """What is being done before the answer is written: the model working out what a
+    follow-up refers to (its first step, which a slow model takes tens of seconds over),
+    the server loading the model or reading the prompt."""
 
     message: str
-    kind: str  # "loading" | "reading"
+    kind: str  # "rewriting" | "loading" | "reading"
+
+
+# The follow-up made standalone by the model, before anything is searched.
+REWRITING = StatusEvent("Working out what your follow-up question refers to…", "rewriting")
 
 
 @dataclass(frozen=True)

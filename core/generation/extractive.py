@@ -36,6 +36,11 @@ paragraph is quoted with them; a table's row carries its column names, also in a
 that starts inside a table too long for one (read from the document's text); a footnote's
 number set after a word ("fatalities2") is left out of the quote. Figures:
 docs/decisions/answers-on-real-documents.md.
+
+"How many" answered by rows of a table says their count too, in a last line of its own
+("Added up, the “count” of the 3 rows quoted here is 8 (2 + 5 + 1)."): of the quoted rows
+alone, and only when each of them has every word of the question that any of them has
+(rows that disagree are not all the answer) and a count column with whole numbers.
 """
 
 from __future__ import annotations
@@ -927,7 +932,67 @@ def extract_answer(
                 sentence=c.text,
             )
         )
-    return ExtractiveAnswer(" ".join(parts), tuple(citations), False, best, tuple(chosen))
+    text = " ".join(parts)
+    counted = count_line(question, chosen)
+    if counted:
+        text += "\n\n" + counted
+    return ExtractiveAnswer(text, tuple(citations), False, best, tuple(chosen))
+
+
+# --- "how many" over rows ----------------------------------------------------------------
+
+_HOW_MANY = re.compile(r"\bhow\s+many\b|\bwie\s*viele\b", re.IGNORECASE)
+# Column names that hold how many of the row's thing there are.
+_COUNT_COLUMN = re.compile(
+    r"count|number|no\.?|qty\.?|quantity|units|pieces|total|stock|anzahl|menge|stück|stk\.?",
+    re.IGNORECASE,
+)
+_WHOLE_NUMBER = re.compile(r"\d{1,9}")
+
+
+def _row_fields(row: str) -> dict[str, tuple[str, str]]:
+    """A row as ``_labelled_row`` wrote it ("city: Hamburg; count: 2"): by the folded
+    column name, the name as written and the cell."""
+    fields: dict[str, tuple[str, str]] = {}
+    for part in row.split("; "):
+        name, colon, value = part.partition(": ")
+        if colon and name.strip():
+            fields.setdefault(name.strip().casefold(), (name.strip(), value.strip()))
+    return fields
+
+
+def count_line(question: str, chosen: Sequence[ScoredSentence]) -> str:
+    """For "how many" answered by rows of a table: their count column added up, said to
+    be of the quoted rows alone (the table may hold more than the quote shows); "" where
+    the rows are not all the answer (one of them lacks a word of the question another
+    has: "compressors in Kiel" quoted a Kiel pump beside a Bremen compressor) or there is
+    nothing to add up."""
+    if not _HOW_MANY.search(question) or len(chosen) < 2:
+        return ""
+    if any(c.kind != "row" for c in chosen):
+        return ""
+    row_words = [{_stem(w) for w in words(_fold(c.text))} for c in chosen]
+    asked = {_stem(w) for w in words(_fold(question)) if w not in STOPWORDS}
+    shared = False
+    for word in asked:
+        has = [word in found for found in row_words]
+        if any(has) and not all(has):
+            return ""
+        shared = shared or all(has)
+    if not shared:
+        return ""
+    rows = [_row_fields(c.text) for c in chosen]
+    for key, (name, _value) in rows[0].items():
+        if not _COUNT_COLUMN.fullmatch(key):
+            continue
+        cells = [row.get(key, ("", ""))[1] for row in rows]
+        if all(_WHOLE_NUMBER.fullmatch(cell) for cell in cells):
+            values = [int(cell) for cell in cells]
+            return (
+                f"Added up, the “{name}” of the {len(values)} rows quoted here is "
+                f"{sum(values)} ({' + '.join(str(v) for v in values)})."
+            )
+    return ""
 
 
 def _with_neighbours(

@@ -2,6 +2,7 @@
 
 Events come in this order::
 
+    StatusEvent             (a follow-up the model makes standalone first: ``REWRITING``)
     SourcesEvent            the numbered sources ([1] = hits[0]) the answer may cite
     StatusEvent, DraftEvent while a slow server loads or reads the prompt: what it is doing,
                             and (once, after a second) the quoted answer to show meanwhile
@@ -79,6 +80,7 @@ from core.generation.citations import (
     verify_answer,
 )
 from core.generation.events import (
+    REWRITING,
     CitationsEvent,
     DoneEvent,
     DraftEvent,
@@ -115,6 +117,7 @@ if TYPE_CHECKING:
     from core.embedding.models import Embedder
 
 __all__ = [
+    "REWRITING",
     "CitationsEvent",
     "DoneEvent",
     "DraftEvent",
@@ -555,8 +558,11 @@ def _answer(
     library = q.library
     llm_down: LLMError | None = None
 
-    # 1. Make a follow-up standalone before retrieving for it.
+    # 1. Make a follow-up standalone before retrieving for it. Asking the model for it
+    # is said first: nothing else is shown until its sources, which a slow model delays.
     if history:
+        if client is not None and library.settings.followup_rewrite == "model":
+            yield REWRITING
         q.standalone, llm_down = _make_standalone(q, history, client, model)
 
     # 2. Retrieve; with llm_rerank on, more candidates, which the model puts in order.
@@ -1005,7 +1011,7 @@ def _stream(
             _warning(
                 WarningKind.QUOTED_FIRST,
                 f"{model}'s answer could not be checked against your documents (it {why}), "
-                f"so {first}; the model's text follows it, unverified.",
+                f"so {first}; the model's text follows it.",
             ),
         )
     if mode == "generated" and not q.cancelled and q.quote(sources).declined:

@@ -91,9 +91,10 @@ class AnswerSession:
                 self.problem = fallback_warning(exc, None, describe)
             except Exception as exc:  # a client that cannot even be built never costs the answer
                 problem = LLMUnavailableError(
-                    f"Lectern could not set up the model server's client "
-                    f"({type(exc).__name__}: {exc})."
+                    "Lectern could not set up the model server's client"
+                    + (f" ({exc})." if str(exc) else ".")
                 )
+                problem.detail = type(exc).__name__  # type: ignore[attr-defined]
                 self.problem = fallback_warning(problem, None, describe)
 
     @property

@@ -28,7 +28,7 @@ import duckdb
 import numpy as np
 
 from core.chunking import Chunker
-from core.embedding.models import Embedder
+from core.embedding.models import Embedder, PieceEmbedder
 from core.errors import DiskFullError, ParseError, ReadingStoppedError, ScannedError
 from core.indexing.scan import (
     attachment_path,
@@ -56,6 +56,7 @@ from core.store.attachments import attached_paths
 from core.store.db import MIN_FREE_BYTES, disk_full_error, is_disk_full
 from core.store.documents import DocumentStore, DocumentWrite, Unembedded
 from core.store.keyword import KeywordIndex
+from core.store.pieces import PieceStore
 from core.store.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,9 @@ _OCR_STARTS = "ocr-starts"
 
 ProgressCallback = Callable[[IndexProgress], None]
 EMBED_BATCH_CHUNKS = 64
+# A batch the model encoded, not stored yet: its chunks, their vectors, and their packed
+# word pieces when the second stage keeps them.
+Encoded = tuple[list[Unembedded], np.ndarray, list[bytes] | None]
 PUBLISH_EVERY_S = 30.0
 # While files are being written, the keyword index is refreshed at most this often, and
 # at most as often as keeps its refreshes under 1/KEYWORD_COST_RATIO of the run's time.
@@ -161,6 +165,7 @@ class _RunState:
     chunks_written: int = 0
     passages_total: int = 0
     passages_embedded: int = 0
+    packing_pieces: bool = False  # the meaning pass's second share (Indexer._fill_pieces)
     files_searchable: int = 0
     keyword_due: bool = False
     keyword_now: bool = False  # OCR is about to start: what was read, searchable first
@@ -201,6 +206,7 @@ class _RunState:
                     passages_embedded=self.passages_embedded,
                     files_searchable=self.files_searchable,
                     waiting_reason=self.waiting,
+                    packing_pieces=self.packing_pieces,
                 )
             )
 
@@ -255,6 +261,9 @@ class Indexer:
         # applied (remove_gone): a file deleted meanwhile is never written back.
         self._gone_lock = threading.Lock()
         self._removed_meanwhile = False  # remove_gone ran during this run: donors may be gone
+        # Where the meaning pass keeps each passage's word pieces for the second stage
+        # (core/store/pieces.py); None while the stage is off. Set by the library.
+        self.pieces: Callable[[], PieceStore | None] = lambda: None
 
     def not_searchable(self, folders: Sequence[str] = ()) -> tuple[int, int]:
         """While a run goes: how many of the files it is to read are not searchable yet,
@@ -534,7 +543,7 @@ class Indexer:
         run.keyword_gap = KEYWORD_PUBLISH_S
         last_publish = time.monotonic()
         cursor = 0  # chunks up to this id have been offered to the model in this run
-        encoded: tuple[list[Unembedded], np.ndarray] | None = None  # not stored yet
+        encoded: Encoded | None = None  # not stored yet
         helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lectern-write")
         try:
             while True:
@@ -546,6 +555,7 @@ class Indexer:
                     self._store_embedded(run, encoded)
                     encoded = None
                     if run.writing_done:
+                        self._fill_pieces(run, controls)
                         return
                     # Nothing for the model: wait here for the producer's next file. Its
                     # keyword refresh waits for the helper, beside the model's first batch,
@@ -565,14 +575,17 @@ class Indexer:
                 )
                 encoded = None
                 try:
-                    vectors = model.embed(
-                        [u.embedding_text for u in batch], batch_size=self.embed_batch_size
-                    )
+                    texts = [u.embedding_text for u in batch]
+                    pieces = None
+                    if self.pieces() is not None and isinstance(model, PieceEmbedder):
+                        vectors, pieces = model.embed_with_pieces(texts, self.embed_batch_size)
+                    else:
+                        vectors = model.embed(texts, batch_size=self.embed_batch_size)
                 finally:
                     model_done.set()
                     wait([beside])
                 beside.result()  # the helper's error (a full disk, say) is raised here
-                encoded = (batch, vectors)
+                encoded = (batch, vectors, pieces)
                 cursor = batch[-1].chunk_id
                 if time.monotonic() - last_publish > PUBLISH_EVERY_S:
                     # Long runs: persist vectors as we go.
@@ -589,7 +602,7 @@ class Indexer:
         prepared_queue: queue.Queue[PreparedFile | str | None],
         producer: threading.Thread,
         controls: Controls,
-        encoded: tuple[list[Unembedded], np.ndarray] | None,
+        encoded: Encoded | None,
         model_done: threading.Event,
     ) -> None:
         """The helper's share of one batch: store the batch before, then write the files
@@ -753,21 +766,64 @@ class Indexer:
             run.passages_total += len(w.new_chunk_ids) - len(w.embedded_ids)
         run.report(prepared.info.path)
 
-    def _store_embedded(
-        self, run: _RunState, encoded: tuple[list[Unembedded], np.ndarray] | None
-    ) -> None:
+    def _store_embedded(self, run: _RunState, encoded: Encoded | None) -> None:
         """The meaning pass's write for one batch: store it, add it to the vector index."""
         if encoded is None:
             return
-        batch, vectors = encoded
+        batch, vectors, pieces = encoded
         ids = [u.chunk_id for u in batch]
         updated = self.store.set_embeddings(ids, vectors)
         if len(updated):
             row_of = {chunk_id: i for i, chunk_id in enumerate(ids)}
             self._vectors().add(updated, vectors[[row_of[int(k)] for k in updated]])
+        store = self.pieces()
+        if pieces is not None and store is not None:
+            with _unless_disk_full():  # derived: the fill pass makes them later
+                store.put(ids, pieces)
         run.counts["embedded"] += len(batch)
         run.passages_embedded += len(batch)
         run.report()
+
+    def _fill_pieces(self, run: _RunState, controls: Controls) -> None:
+        """After the run's files are searchable: word pieces for embedded passages that
+        have none (a library from before they were kept, vectors a donor gave, a change
+        of model), so the second stage reads them rather than encoding at search time.
+        The model encodes each such passage once more; a cancel or a pause stops it
+        between batches and the next run goes on from there."""
+        store = self.pieces()
+        if store is None:
+            return
+        kept, embedded = store.counts()
+        if kept >= embedded or not isinstance(self._embedder(), PieceEmbedder):
+            return  # nothing missing, or a model without word pieces (no second stage)
+        # Model work like embedding, so the progress a person sees counts it: a library
+        # from before pieces were kept would otherwise sit at 100 % for minutes.
+        run.passages_total += embedded - kept
+        run.packing_pieces = True
+        run.report()
+        cursor = 0
+        while not controls.cancel.is_set():
+            controls.wait_if_paused()
+            batch = store.missing(cursor, EMBED_BATCH_CHUNKS)
+            if not batch or not run.pace():
+                return
+            model = run.model = self._embedder()
+            if not isinstance(model, PieceEmbedder):
+                return
+            _vectors, pieces = model.embed_with_pieces(
+                [u.embedding_text for u in batch], self.embed_batch_size
+            )
+            try:
+                store.put([u.chunk_id for u in batch], pieces)
+            except (duckdb.Error, OSError) as exc:
+                if not is_disk_full(exc):
+                    raise
+                # Derived: searches encode what they lack; the next run goes on.
+                log.warning("word pieces not stored, the disk is full: %s", exc)
+                return
+            cursor = batch[-1].chunk_id
+            run.passages_embedded += len(batch)
+            run.report()
 
     def _possible_move_sources(self, plan: IndexPlan) -> set[str]:
         if not plan.to_remove or not plan.to_index:

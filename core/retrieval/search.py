@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import cast
@@ -25,6 +25,7 @@ from typing import cast
 import numpy as np
 
 from core.embedding.models import Embedder, embed_queries, reads_script_of
+from core.embedding.pieces import pack
 from core.embedding.probe import probe_tokens_per_s
 from core.errors import LecternError
 from core.records import Hit, SearchFilters
@@ -35,7 +36,7 @@ from core.retrieval.fusion import (
     LibraryCalibration,
     best_per_document,
 )
-from core.retrieval.second_stage import RerankParams, maxsim_scorer, passage_order, rerank_counted
+from core.retrieval.second_stage import RerankParams, packed_scorer, passage_order, rerank_counted
 from core.store.db import Database
 from core.store.keyword import KeywordIndex
 from core.store.lookup import (
@@ -45,6 +46,7 @@ from core.store.lookup import (
     live_chunk_documents,
     unembedded_documents,
 )
+from core.store.pieces import PieceStore
 from core.store.vectors import VectorIndex
 
 MODES = ("hybrid", "bm25", "dense")
@@ -117,42 +119,41 @@ def _is_loader(embedder: object) -> bool:
     return callable(embedder) and not hasattr(embedder, "embed")
 
 
-class TokenStateCache:
-    """The second stage's word-piece states of recently scored chunks, so a follow-up
+class PieceCache:
+    """Packed word-piece states (core/embedding/pieces.py) of chunks the second stage
+    encoded at search time, because the library had none stored for them, so a follow-up
     question or a search again over the same documents does not encode them again. A
     chunk's text never changes under its id (an edited file gets new chunks), and a new
     model gets a new Retriever, so entries never go stale; the oldest go first past
     ``max_bytes``."""
 
-    def __init__(self, max_bytes: int = 64 << 20) -> None:
+    def __init__(self, max_bytes: int = 16 << 20) -> None:
         self.max_bytes = max_bytes
-        self._states: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._pieces: OrderedDict[int, bytes] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()  # searches run on several threads at once
 
-    def get_many(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    def get_many(self, chunk_ids: Sequence[int]) -> dict[int, bytes]:
         with self._lock:
             found = {}
             for chunk in chunk_ids:
-                states = self._states.get(chunk)
-                if states is not None:
-                    self._states.move_to_end(chunk)
-                    found[chunk] = states.astype(np.float32)
+                blob = self._pieces.get(chunk)
+                if blob is not None:
+                    self._pieces.move_to_end(chunk)
+                    found[chunk] = blob
             return found
 
-    def put_many(self, states: dict[int, np.ndarray]) -> None:
+    def put_many(self, pieces: Mapping[int, bytes]) -> None:
         with self._lock:
-            for chunk, matrix in states.items():
-                # Half the memory; the constants were chosen on float16 states too.
-                kept = matrix.astype(np.float16)
-                old = self._states.pop(chunk, None)
+            for chunk, blob in pieces.items():
+                old = self._pieces.pop(chunk, None)
                 if old is not None:
-                    self._bytes -= old.nbytes
-                self._states[chunk] = kept
-                self._bytes += kept.nbytes
-            while self._bytes > self.max_bytes and self._states:
-                _, dropped = self._states.popitem(last=False)
-                self._bytes -= dropped.nbytes
+                    self._bytes -= len(old)
+                self._pieces[chunk] = blob
+                self._bytes += len(blob)
+            while self._bytes > self.max_bytes and self._pieces:
+                _, dropped = self._pieces.popitem(last=False)
+                self._bytes -= len(dropped)
 
 
 class SecondStagePace:
@@ -219,6 +220,7 @@ class Retriever:
         params: FusionParams | None = None,
         second_stage: RerankParams | None = None,
         calibration: LibraryCalibration | None = None,
+        pieces: PieceStore | None = None,
     ) -> None:
         if fusion not in FUSIONS:
             raise LecternError(f"Unknown fusion {fusion!r}.", f"Use one of: {', '.join(FUSIONS)}.")
@@ -244,7 +246,8 @@ class Retriever:
         # The library's record of which list was surer, which tilts the fusion's prior.
         self.calibration = calibration or LibraryCalibration()
         self._second_stage = second_stage
-        self._token_cache = TokenStateCache()
+        self._pieces = pieces
+        self._piece_cache = PieceCache()
         self._pace: SecondStagePace | None = None
 
     @property
@@ -298,21 +301,35 @@ class Retriever:
             if found.bm25:
                 ranked = self.rank_documents(found, "bm25")
                 return self._hits(diversified(ranked, found, k, lead), found)
-        found = self.candidate_lists(query, mode, filters)
+        second_stage = self.second_stage if mode == "hybrid" else None
+        vector = states = None
+        if second_stage is not None and hasattr(self.embedder, "query_with_states"):
+            # One forward pass for the question's vector and its word pieces.
+            vector, states = self.embedder.query_with_states(query)
+        found = self.candidate_lists(query, mode, filters, vector)
         ranked = self.rank_documents(found, mode)
         stage: dict[int, bool] = {}
-        if mode == "hybrid" and (second_stage := self.second_stage) is not None:
+        if second_stage is not None:
             fused = ranked
-            ranked, rescored = self.rerank(query, ranked, found, second_stage)
+            ranked, rescored = self.rerank(query, ranked, found, second_stage, states)
             if len(fused) >= 2 and second_stage.weight != 0.0:
                 stage = {d: i < rescored for i, (d, _) in enumerate(fused[: second_stage.depth])}
         return self._hits(diversified(ranked, found, k, lead), found, stage)
 
     def rerank(
-        self, query: str, ranked: list[tuple[int, float]], found: Candidates, params: RerankParams
+        self,
+        query: str,
+        ranked: list[tuple[int, float]],
+        found: Candidates,
+        params: RerankParams,
+        query_states: np.ndarray | None = None,
     ) -> tuple[list[tuple[int, float]], int]:
         """The second stage over the fused documents (core/retrieval/second_stage.py), within its time
-        budget; also how many of the top documents it re-scored."""
+        budget; also how many of the top documents it re-scored.
+
+        The passages' word pieces are read as the indexer stored them; only a passage
+        without them (indexed before they were kept, or its file's vectors given by an
+        identical one) is encoded here, within the stage's time budget."""
         started = time.monotonic()
         embedder = self.embedder
         token_vectors = embedder.token_vectors  # type: ignore[attr-defined]
@@ -324,30 +341,35 @@ class Retriever:
             pace.observe(sum(len(m) + 2 for m in states), time.monotonic() - t0)
             return states
 
-        def chunk_tokens(chunk_ids: list[int]) -> dict[int, np.ndarray]:
-            states = self._token_cache.get_many(chunk_ids)
-            todo = [c for c in chunk_ids if c not in states]
+        def chunk_pieces(chunk_ids: list[int]) -> dict[int, bytes]:
+            pieces = self._pieces.get(chunk_ids) if self._pieces is not None else {}
+            todo = [c for c in chunk_ids if c not in pieces]
+            pieces |= self._piece_cache.get_many(todo)
+            todo = [c for c in todo if c not in pieces]
+            if not todo:
+                return pieces
             texts = embedding_texts(self.db, todo)
             for chunk in todo:
                 if chunk not in texts:  # deleted meanwhile: nothing of it matches
-                    states[chunk] = np.zeros((0, embedder.dim), dtype=np.float32)
+                    pieces[chunk] = b""
             ids = [c for c in todo if c in texts]
             slices = [ids[i : i + pace.SLICE] for i in range(0, len(ids), pace.SLICE)]
-            pieces = [
+            sizes = [
                 sum(min(embedder.max_tokens, embedder.count_tokens(texts[c]) + 2) for c in part)
                 for part in slices
             ]
-            deadline = started + pace.budget_s([len(query_tokens) + 2, *pieces], params)
-            fresh: dict[int, np.ndarray] = {}
+            deadline = started + pace.budget_s([len(query_tokens) + 2, *sizes], params)
+            fresh: dict[int, bytes] = {}
             for part in slices:
                 if time.monotonic() > deadline:
                     break  # the rest keep the first stage's order
-                fresh.update(zip(part, encode([texts[c] for c in part]), strict=True))
-            self._token_cache.put_many(fresh)
-            return states | fresh
+                states = encode([texts[c] for c in part])
+                fresh.update((c, pack(m)) for c, m in zip(part, states, strict=True))
+            self._piece_cache.put_many(fresh)
+            return pieces | fresh
 
-        (query_tokens,) = encode([query])
-        scorer = maxsim_scorer(query_tokens, chunk_tokens)
+        (query_tokens,) = [query_states] if query_states is not None else encode([query])
+        scorer = packed_scorer(query_tokens, chunk_pieces, embedder.dim)
         return rerank_counted(ranked, found.passages, scorer, params)
 
     @property
@@ -357,7 +379,10 @@ class Retriever:
             self._pace = SecondStagePace(probe_tokens_per_s(choice))
         return self._pace
 
-    def candidate_lists(self, query: str, mode: str, filters: SearchFilters) -> Candidates:
+    def candidate_lists(
+        self, query: str, mode: str, filters: SearchFilters, vector: np.ndarray | None = None
+    ) -> Candidates:
+        """Each mode's chunk list; ``vector``: the question's, when already encoded."""
         bm25: list[tuple[int, float]] = []
         dense: list[tuple[int, float]] = []
         document_of: dict[int, int] = {}
@@ -366,7 +391,8 @@ class Retriever:
                 lambda n: self.keyword.search(query, n, filters=filters), document_of
             )
         if mode in ("hybrid", "dense"):
-            vector = embed_queries(self.embedder, [query])[0]
+            if vector is None:
+                vector = embed_queries(self.embedder, [query])[0]
             # Dense search is exact (a scan of every vector), so the deepest list costs
             # what a short one does: fetched once, then taken as deep as needed.
             deepest = self.dense_vector(vector, self.candidates * _MAX_CHUNKS_PER_DOCUMENT, filters)

@@ -339,6 +339,7 @@ class DocumentStore:
         with self.db.transaction() as cur:
             if drop_chunks:
                 cur.execute("DELETE FROM chunks")
+                cur.execute("DELETE FROM chunk_pieces")
                 cur.execute("DELETE FROM document_text")
                 cur.execute(
                     "UPDATE documents SET state = 'pending', chunks = 0 WHERE state = 'indexed'"
@@ -502,6 +503,11 @@ class DocumentStore:
                         "SELECT id FROM chunks WHERE document_id = ?", [doc_id]
                     ).fetchall()
                 ]
+                cur.execute(
+                    "DELETE FROM chunk_pieces WHERE chunk_id IN "
+                    "(SELECT id FROM chunks WHERE document_id = ?)",
+                    [doc_id],
+                )
                 cur.execute("DELETE FROM chunks WHERE document_id = ?", [doc_id])
                 cur.execute("DELETE FROM document_text WHERE document_id = ?", [doc_id])
                 cur.execute("DELETE FROM ocr_words WHERE document_id = ?", [doc_id])
@@ -621,6 +627,11 @@ class DocumentStore:
                     "SELECT id FROM chunks WHERE document_id IN (SELECT unnest(?::BIGINT[]))", [ids]
                 ).fetchall()
             ]
+            cur.execute(
+                "DELETE FROM chunk_pieces WHERE chunk_id IN (SELECT id FROM chunks "
+                "WHERE document_id IN (SELECT unnest(?::BIGINT[])))",
+                [ids],
+            )
             cur.execute(
                 "DELETE FROM chunks WHERE document_id IN (SELECT unnest(?::BIGINT[]))", [ids]
             )

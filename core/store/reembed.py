@@ -151,6 +151,8 @@ class ReembedStore:
             cur.execute(
                 "UPDATE chunks SET embedding = r.embedding FROM reembed r WHERE chunks.id = r.chunk_id"
             )
+            # The old model's word pieces go with its vectors (core/store/pieces.py).
+            cur.execute("DELETE FROM chunk_pieces")
             cur.execute(
                 "UPDATE documents SET index_config = ? WHERE index_config = ?",
                 [new_config, old_config],

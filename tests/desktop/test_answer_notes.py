@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,35 @@ def test_a_followup_being_worked_out_says_so(
     assert "Searching" not in turn.answer.text()
     qtbot.waitUntil(lambda: not window.conversation.busy, timeout=60_000)
     assert "follow-up question" not in turn.answer.text()
+    assert turn.turn.answer and not turn.turn.rewriting
+
+
+def test_a_followup_is_said_to_be_worked_out_whatever_the_badge_last_knew(
+    qtbot: Any,
+    open_window: Callable[..., MainWindow],
+    indexed: tuple[Path, Path],
+    fake_ollama: FakeOllama,
+) -> None:
+    # The window guessed from its badge whether the model would be asked; a badge not
+    # checked again yet guessed wrong and "Searching your documents…" stayed. Core says
+    # when it asks the model, and the window shows what it says.
+    def slow_rewrite(messages: Messages) -> str:
+        if "Standalone question:" in str(messages[-1].get("content", "")):
+            time.sleep(2.0)
+        return default_answer(messages)
+
+    fake_ollama.answer = slow_rewrite
+    window = open_window(url=fake_ollama.url, copy_from=indexed[0])
+    base.ask(qtbot, window, "What is the nightly hotel cap?")
+    backend = window.backend
+    check = backend._llm_check  # the check after the answer, let finish first
+    qtbot.waitUntil(lambda: check is None or check.done.is_set(), timeout=20_000)
+    qtbot.wait(100)
+    backend.llm_status = replace(backend.llm_status, state="checking")
+    turn = send(qtbot, window, "And in London?")
+    qtbot.waitUntil(lambda: "follow-up question" in turn.answer.text(), timeout=10_000)
+    assert "Searching" not in turn.answer.text()
+    qtbot.waitUntil(lambda: not window.conversation.busy, timeout=60_000)
     assert turn.turn.answer and not turn.turn.rewriting
 
 

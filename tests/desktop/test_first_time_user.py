@@ -146,6 +146,26 @@ def test_the_indexing_bar_agrees_with_its_label(
         assert f"{progress.files_done} of {progress.files_total} files read" in words
 
 
+def test_packing_word_pieces_is_not_called_meaning_search(
+    qtbot: Any, backend: Backend, theme: Theme
+) -> None:
+    """An older library's passages are all searchable by meaning; the run is packing the
+    word pieces the closer ranking reads (core/store/pieces.py), and the card says so."""
+    from dataclasses import replace
+
+    from desktop.library_panel import LibraryPanel
+
+    panel = LibraryPanel(backend, theme)
+    qtbot.addWidget(panel)
+    panel.resize(300, 500)
+    panel.show()
+    panel.set_progress(replace(MEANING_PASS, packing_pieces=True))
+    assert "preparing closer ranking: 2\u202f450 of 9\u202f000 passages" in (
+        panel.progress_detail.text()
+    )
+    assert "meaning search" not in panel.progress_detail.text()
+
+
 # --- the window over a real library ---------------------------------------------------------
 
 # The desktop tests' fixtures: a window on a fresh or copied library, and a library with

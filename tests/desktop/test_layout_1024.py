@@ -195,3 +195,45 @@ def test_a_long_model_name_is_shortened_after_a_whole_word_with_a_tooltip(
         assert pill.toolButtonStyle() == Qt.ToolButtonStyle.ToolButtonTextBesideIcon
     finally:
         fake.stop()
+
+
+LONG_QUESTION = (
+    "How many hydraulic pumps are in Hamburg, counting every site of the equipment register "
+    "for northern Germany, those waiting for their yearly service and those marked for "
+    "replacement?"
+)
+
+
+def cut_at_a_word(shown: str, whole: str) -> bool:
+    """``shown`` is ``whole`` up to the end of one of its words, then "…"."""
+    if not shown.endswith("…"):
+        return False
+    kept = shown[:-1].rstrip()
+    return bool(kept) and whole.startswith(kept) and whole[len(kept)] in " ,;:"
+
+
+def test_a_long_conversation_title_is_cut_after_a_whole_word_with_all_of_it_in_the_tooltip(
+    qtbot: Any, open_window: Callable[..., MainWindow], table_library: Path
+) -> None:
+    window = open_window(url="", copy_from=table_library)
+    window.resize(1024, 700)
+    base.ask(qtbot, window, LONG_QUESTION)
+    title = window.conversation.title
+    for size in ((1024, 700), (1440, 900)):
+        window.resize(*size)
+        qtbot.wait(100)
+        assert cut_at_a_word(title.text(), LONG_QUESTION), (size, title.text())
+        assert title.toolTip() == LONG_QUESTION
+
+    # Opened again from the list: the library keeps a shorter title, the header still
+    # says the whole question in its tooltip and cuts it after a word.
+    window.conversation.new_conversation()
+    panel = window.conversation
+    conversations = window.conversation_list.list
+    qtbot.waitUntil(lambda: conversations.count() == 1, timeout=10_000)
+    conversations.setCurrentRow(0)
+    conversations.itemClicked.emit(conversations.item(0))
+    qtbot.waitUntil(lambda: bool(panel.items), timeout=10_000)
+    qtbot.wait(100)
+    assert cut_at_a_word(title.text(), LONG_QUESTION), title.text()
+    assert title.toolTip() == LONG_QUESTION

@@ -132,7 +132,7 @@ def test_the_verdict_is_a_resizable_view_whose_buttons_do_what_it_advises(
     said = dialog.verdict.text()
     assert "Exact words in Search" in said and "--mode" not in said
     assert "settings.json" not in said and MULTILINGUAL_MODEL_ID not in said
-    assert "the multilingual model found the passage for 90 %" in said
+    assert "the multilingual model found the passage for 50 more questions in every 100" in said
 
     # "Search by exact words": the window's Search, with Exact words chosen.
     assert dialog.mode_button.isVisible() and dialog.mode_button.text() == "Search by exact words"
@@ -174,3 +174,33 @@ def test_the_check_itself_compares_no_models_while_a_switch_runs(
     assert not report["advised_model"] and not dialog.model_button.isVisible()
     assert "under way" in dialog.verdict.text()
     window.backend.resume_indexing()
+
+
+def test_the_verdicts_figures_are_the_tables(
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The screenshot's verdict: meaning alone 81 % in the table and the first paragraph,
+    # "87 % with the English model" two paragraphs on (measured on a copy of the library,
+    # as text). Every figure said is the table's; of the copy, the difference is said.
+    window = open_window(start=False, url="")
+    dialog = window.library_check_dialog()
+    dialog.show()
+    report = _report(
+        modes={"hybrid": _figures(0.94), "bm25": _figures(1.0), "dense": _figures(0.81)},
+        languages={"shares": {"English": 1.0}},
+        advised_model="",
+    )
+    report["models"] = {
+        "documents": 11,
+        "questions": 31,
+        DEFAULT_MODEL_ID: {"dense": {**_figures(0.87), "hit@1": 0.65}},
+        MULTILINGUAL_MODEL_ID: {"dense": {**_figures(0.94), "hit@1": 0.61}},
+    }
+    dialog.show_report(report)
+    said = dialog.verdict.text()
+    in_table = set(re.findall(r"(\d+) %", dialog.table.text()))
+    assert set(re.findall(r"(\d+) %", said)) <= in_table, said
+    assert "81 %" in dialog.table.text() and "87" not in said
+    assert "7 more questions in every 100 than the English model" in said
+    assert "as the very first result for 4 fewer" in said
+    dialog.close()

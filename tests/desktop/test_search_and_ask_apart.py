@@ -99,3 +99,21 @@ def test_a_conversation_clicked_from_the_search_tab_opens_in_ask(
     assert panel.input.toPlainText() == ""
     qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     assert panel.input.toPlainText() == "And the daily one?"
+
+
+def test_the_search_tabs_way_of_finding_is_kept_for_the_next_start(
+    open_window: Callable[..., MainWindow], tmp_path: Any
+) -> None:
+    # Like the window's size and the tab: chosen once (or by the library check's advice),
+    # it is what the next start searches with.
+    window = open_window(start=False, url="")
+    search = window.conversation.search_view
+    assert search.words_only  # the first start's choice
+    search.set_words_only(False)
+    window.save_state()
+    again = open_window(start=False, home=tmp_path / "home0")
+    assert not again.conversation.search_view.words_only
+    again.conversation.search_view.set_words_only(True)
+    again.save_state()
+    third = open_window(start=False, home=tmp_path / "home0")
+    assert third.conversation.search_view.words_only

@@ -387,7 +387,7 @@ def test_stream_cut_keeps_the_partial_answer_marked_incomplete(
     assert view.mode == "extractive" and quote.strip() and view.citations
     assert own.strip().startswith("Receipts are required") and "follows" not in own
     assert {"incomplete", "quoted_first"} <= set(warning_kinds(turn))
-    assert "answer unverified" in turn.badge.text()
+    assert "then llama3.2's answer" in turn.badge.text()
     assert turn.error_box.isHidden()
 
 

@@ -135,7 +135,10 @@ def test_a_slow_computer_cuts_the_second_stage_short_and_the_results_say_so(
         retriever = library.retriever
         unhurried = library.search(QUESTION, k=6)
         assert second_stage_state(unhurried) in ("full", "cut short")  # a busy CI may cut
-        retriever._token_cache = type(retriever._token_cache)()  # encode the passages again
+        # The stage reads the word pieces indexing kept; a library without them (indexed
+        # before they were kept) encodes the passages within the stage's time budget.
+        retriever._pieces = None
+        retriever._piece_cache = type(retriever._piece_cache)()
         library.embedder.token_vectors = slowed  # type: ignore[method-assign]
         # One passage per look at the clock, so the test sees the stage stop between them.
         retriever.pace.SLICE = 1
@@ -150,7 +153,7 @@ def test_a_slow_computer_cuts_the_second_stage_short_and_the_results_say_so(
         library.embedder.token_vectors = real  # type: ignore[method-assign]
         try:
             retriever._second_stage = RerankParams(budget_factor=0.0, min_budget_s=0.0)
-            retriever._token_cache = type(retriever._token_cache)()
+            retriever._piece_cache = type(retriever._piece_cache)()
             skipped = library.search(QUESTION, k=6)
             retriever._second_stage = None
             first_stage = library.search(QUESTION, k=6)
@@ -170,6 +173,11 @@ def test_lectern_search_prints_the_note_when_the_stage_was_cut(
 
     docs = write_files(tmp_path / "docs", NOTES)
     assert cli.main(["index", str(docs)]) == 0
+    from core.library import Library
+
+    with Library(migrate=False) as library:
+        # As indexed before word pieces were kept: the stage would have to encode.
+        library.pieces.drop_all()
     no_time = RerankParams(budget_factor=0.0, min_budget_s=0.0)
     monkeypatch.setattr("core.library.RerankParams", lambda: no_time)
     capsys.readouterr()

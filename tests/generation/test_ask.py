@@ -19,6 +19,7 @@ from core.generation.extractive import EXCERPT_FROM_CHARS
 from core.generation.llm import OllamaClient, OpenAICompatClient
 from core.generation.qa import (
     MODEL_UNCHECKED,
+    REWRITING,
     DoneEvent,
     DraftEvent,
     ErrorEvent,
@@ -184,7 +185,9 @@ def test_follow_up_is_rewritten_before_retrieval(
     )
     done = done_of(events)
     assert done.question == "When is the 2024 membership fee due?"
-    assert events[0].question == done.question
+    # Said before the model is asked (issue 46: "Searching your documents…" for ~30 s).
+    assert events[0] == REWRITING
+    assert isinstance(events[1], SourcesEvent) and events[1].question == done.question
     rewrite = [
         r for r in fake_ollama.requests_to("/api/chat") if "Standalone question:" in r.prompt_text
     ]
@@ -195,9 +198,11 @@ def test_follow_up_is_rewritten_before_retrieval(
 
 def test_follow_up_without_a_model_adds_the_previous_key_terms(qa_library: Library) -> None:
     first = done_of(run(qa_library, "What is the membership fee for 2024?", use_llm=False))
-    done = done_of(
-        run(qa_library, "And the late payment?", conversation=first.conversation_id, use_llm=False)
+    events = run(
+        qa_library, "And the late payment?", conversation=first.conversation_id, use_llm=False
     )
+    done = done_of(events)
+    assert REWRITING not in events  # no model is asked: nothing to wait for
     assert done.question.startswith("And the late payment?") and "membership" in done.question
     assert done.mode == "extractive" and "15 euros" in done.answer
 

@@ -129,6 +129,7 @@ def test_old_model_answers_until_the_new_one_has_every_passage(
         before = {m: [h.chunk_id for h in library.search(QUERY, mode=m)] for m in modes}
         russian_before = _rank(library.search(RUSSIAN_QUERY, mode="dense", k=5), "hedgehog.md")
         chunks = library.status()["chunks"]
+        assert library.pieces.counts() == (chunks, chunks)  # the second stage's word pieces
 
     gated = Gated(e5)
     library = Library(replace(settings, embedding_model=MULTILINGUAL_MODEL_ID), embedder=gated)
@@ -173,6 +174,8 @@ def test_old_model_answers_until_the_new_one_has_every_passage(
         assert [h.chunk_id for h in library.search(QUERY, mode="bm25")] == before["bm25"]
         # Nothing is queued again: the documents are recorded under the new model.
         assert library.index().chunks_embedded == 0
+        # The old model's word pieces went with its vectors; e5 makes none to keep.
+        assert library.pieces.counts() == (0, chunks)
     finally:
         gated.go.set()
         library.close()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.retrieval.second_stage import RerankParams, maxsim, maxsim_scorer, passage_order, rerank
+from core.embedding.pieces import late_scores, pack
+from core.retrieval.second_stage import RerankParams, maxsim, packed_scorer, passage_order, rerank
 
 
 def _unit(rows: list[list[float]]) -> np.ndarray:
@@ -27,25 +28,50 @@ def test_word_piece_states_are_the_models_own(embedder) -> None:
     assert maxsim(states, other) < 0.8
 
 
+def test_packed_pieces_keep_late_interactions_order(embedder) -> None:
+    """Sign codes (core/embedding/pieces.py) rank passages as the float states do."""
+    query_text = "what pressure should the heating boiler show"
+    texts = [
+        "The boiler pressure gauge should read between one and two bar.",
+        "Inflate the bicycle tyres to the pressure printed on the sidewall.",
+        "Water the tomatoes early in the morning during hot weeks.",
+    ]
+    (query,) = embedder.token_vectors([query_text])
+    states = embedder.token_vectors(texts)
+    exact = [maxsim(query, m) for m in states]
+    packed = late_scores(query, [pack(m) for m in states], embedder.dim)
+    assert np.argsort(exact).tolist() == np.argsort(packed).tolist()
+    # 48 bytes a word piece for 384 dimensions; an empty passage scores 0.
+    assert len(pack(states[0])) == len(states[0]) * embedder.dim // 8
+    assert late_scores(query, [b"", pack(states[0])], embedder.dim)[0] == 0.0
+
+
+def test_the_same_forward_pass_gives_vectors_and_pieces(embedder) -> None:
+    texts = ["The boiler pressure gauge should read between one and two bar.", "Tax is due."]
+    vectors, pieces = embedder.embed_with_pieces(texts)
+    assert np.allclose(vectors, embedder.embed(texts), atol=1e-5)
+    assert pieces == [pack(m) for m in embedder.token_vectors(texts)]
+
+
 def test_the_short_list_is_reordered_by_late_interaction() -> None:
-    query = _unit([[1, 0, 0], [0, 1, 0]])
-    tokens = {
-        10: _unit([[0, 0, 1]]),  # document 1's passage: nothing of the query
-        20: _unit([[1, 0, 0], [0, 1, 0]]),  # document 2's passage: every query piece
-        30: _unit([[1, 0, 0.2]]),
+    query = _unit([[1, 0, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0, 0]])
+    pieces = {
+        10: pack(_unit([[-1, -1, 1, 0, 0, 0, 0, 0]])),  # document 1: nothing of the query
+        20: pack(_unit([[1, -1, 0, 0, 0, 0, 0, 0], [-1, 1, 0, 0, 0, 0, 0, 0]])),  # all of it
+        30: pack(_unit([[1, -1, 0.2, 0, 0, 0, 0, 0]])),
     }
     fused = [(1, 2.0), (2, 1.9), (3, 1.0), (4, 0.5)]
     chunks_of = {1: [10], 2: [20], 3: [30], 4: [40]}
     asked: list[list[int]] = []
 
-    def chunk_tokens(ids: list[int]) -> dict[int, np.ndarray]:
+    def chunk_pieces(ids: list[int]) -> dict[int, bytes]:
         asked.append(ids)
-        return {c: tokens[c] for c in ids if c in tokens}
+        return {c: pieces[c] for c in ids if c in pieces}
 
-    scorer = maxsim_scorer(query, chunk_tokens)
+    scorer = packed_scorer(query, chunk_pieces, 8)
     out = rerank(fused, chunks_of, scorer, RerankParams(depth=3, weight=1.0))
     assert [d for d, _ in out] == [2, 1, 3, 4]
-    assert asked == [[10, 20, 30]]  # only the short list's passages are encoded
+    assert asked == [[10, 20, 30]]  # only the short list's passages are read
     scores = [s for _, s in out]
     assert scores == sorted(scores, reverse=True)  # the rest stays below, in order
     # Weight 0 is the first stage as it was.
@@ -92,13 +118,11 @@ def test_hybrid_search_runs_the_second_stage_and_can_be_switched_off(
         try:
             hits = library.search("what pressure should the heating boiler show", k=4)
             assert Path(hits[0].path).name == "boiler.md"
-            assert calls, "hybrid search did not run the second stage"
-            assert sum(calls) > 1  # the query and the short list's passages
-            calls.clear()
-            # Asked again (a follow-up over the same documents): only the query is encoded.
-            again = library.search("what pressure should the heating boiler show", k=4)
-            assert [h.chunk_id for h in again] == [h.chunk_id for h in hits]
-            assert calls == [1]
+            # The passages' word pieces were kept when they were indexed: no passage is
+            # encoded (the question's pieces come with its vector), and the second stage
+            # re-scored the short list.
+            assert not calls
+            assert any(h.reranked for h in hits)
             calls.clear()
             library.search("boiler pressure", k=4, mode="bm25")
             library.search("boiler pressure", k=4, mode="dense")
@@ -107,3 +131,52 @@ def test_hybrid_search_runs_the_second_stage_and_can_be_switched_off(
             del library.embedder.token_vectors
     with _library(lectern_home, embedder, second_stage=False) as library:
         assert library.retriever.second_stage is None
+
+
+def test_a_library_without_kept_pieces_encodes_them_once_then_keeps_them(
+    lectern_home: Path, embedder, tmp_path: Path
+) -> None:
+    """Indexed with the stage off (or before pieces were kept): searches encode the short
+    list as before, with the same order as stored pieces give, and the next indexing run
+    fills the pieces in, after which a search encodes only its question."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(
+        [
+            "The boiler pressure gauge should read between one and two bar.",
+            "Inflate the bicycle tyres to the pressure printed on the sidewall.",
+            "Water the tomatoes early in the morning during hot weeks.",
+            "The annual tax return is due at the end of January.",
+        ]
+    ):
+        (docs / f"note{i}.md").write_text(f"# Note {i}\n{text}\n", encoding="utf-8")
+    question = "what pressure should the heating boiler show"
+    with _library(lectern_home, embedder, second_stage=False) as library:
+        library.index([docs])
+        assert library.pieces.counts() == (0, 4)
+    calls: list[int] = []
+    real = embedder.token_vectors
+
+    def counting(texts: list[str]) -> list[np.ndarray]:
+        calls.append(len(texts))
+        return real(texts)
+
+    with _library(lectern_home, embedder, second_stage=True) as library:
+        library.embedder.token_vectors = counting  # type: ignore[method-assign]
+        try:
+            encoded = library.search(question, k=4)
+            assert sum(calls) >= 3  # the short list's passages
+            library.index([docs])  # nothing changed on disk: only the pieces are made
+            assert library.pieces.counts() == (4, 4)
+            library._retriever = None  # a new search session: nothing cached
+            calls.clear()
+            stored = library.search(question, k=4)
+            assert not calls
+            assert [h.chunk_id for h in stored] == [h.chunk_id for h in encoded]
+            # A document's pieces go with it.
+            (docs / "note0.md").unlink()
+            library.index([docs])
+            assert library.pieces.counts() == (3, 3)
+            assert library.pieces.prune() == 0
+        finally:
+            del library.embedder.token_vectors

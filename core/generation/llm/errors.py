@@ -147,10 +147,10 @@ class ErrorMapper:
         ):
             return self.unavailable()
         if isinstance(exc, httpx.TimeoutException):
-            error = LLMTimeoutError(
-                f"The server at {self.url} stopped responding ({type(exc).__name__})."
-            )
+            error = LLMTimeoutError(f"The server at {self.url} stopped responding.")
             error.partial_text = partial  # type: ignore[attr-defined]
+            # Which of the client's timeouts it was helps a developer, not the reader.
+            error.detail = type(exc).__name__  # type: ignore[attr-defined]
             return error
         if isinstance(
             exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError | OSError

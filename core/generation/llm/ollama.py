@@ -119,10 +119,13 @@ def ollama_package() -> ModuleType:
                 with proxies_masked():
                     import ollama
             except Exception as exc:
-                raise LLMUnavailableError(
-                    f"Lectern could not load its Ollama client ({type(exc).__name__}: {exc}).",
+                error = LLMUnavailableError(
+                    "Lectern could not load its Ollama client"
+                    + (f" ({exc})." if str(exc) else "."),
                     "Reinstall Lectern; meanwhile answers are quoted from your documents.",
-                ) from None
+                )
+                error.detail = type(exc).__name__  # type: ignore[attr-defined]
+                raise error from None
             _package = ollama
         return _package
 

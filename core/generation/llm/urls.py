@@ -212,11 +212,15 @@ def unusable_client(exc: Exception, url: str) -> LLMUnavailableError:
     """The words for an HTTP client for ``url`` that could not even be built."""
     proxy = proxy_setting(url)
     if proxy is None:
-        return LLMUnavailableError(
-            f"Lectern could not set up a connection to the model server at {url} "
-            f"({type(exc).__name__}: {exc}).",
+        error = LLMUnavailableError(
+            f"Lectern could not set up a connection to the model server at {url}"
+            + (f" ({exc})." if str(exc) else "."),
             "Check the server address in the settings.",
         )
+        # The client library's name for the fault is for a developer (the desktop's
+        # Details fold), not for the sentence.
+        error.detail = type(exc).__name__  # type: ignore[attr-defined]
+        return error
     name, value = proxy
     socks = "socks" in value.lower() and isinstance(exc, ImportError)
     why = "SOCKS proxies need the socksio package, which is not installed" if socks else str(exc)

@@ -1,0 +1,79 @@
+"""Word-piece states small enough to keep: what the second stage reads instead of encoding.
+
+Late interaction (core/retrieval/second_stage.py) compares every word piece of a question
+with every word piece of a passage. Encoding the short list's passages again for each
+search was 76-86 % of a search's CPU (issue 47). The states come out of the same forward
+pass that makes a passage's pooled vector, so the indexer keeps them at no encoding cost;
+what costs is disk, so each state is kept as the sign of its 384 dimensions: 48 bytes a
+piece, about 8 KB a passage of 170 pieces, five times the passage's float32 vector.
+
+Sign codes keep late interaction's ranking: on SciFact train and test the second stage
+over sign codes scored within 0.003 nDCG@10 of float16 states (bench/retrieval_tune.py
+``pieces`` prints the table). A state with a dimension exactly 0 reads as negative;
+the pooled vector is unaffected.
+
+A question's states stay float32: MaxSim of a float question piece against a sign code is
+the cosine up to one factor common to every passage, so rankings compare like for like.
+States encoded at search time (a passage stored before this, or from a donor document)
+are packed and unpacked the same way, so they score on the stored pieces' scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+# Stored in the library's meta beside the model id: a library whose pieces were packed
+# another way (or by another model) drops them and packs them again.
+CODEC = "sign-1"
+
+
+def pack(states: np.ndarray) -> bytes:
+    """One passage's word-piece states (rows) as bits: 1 where a dimension is positive."""
+    return np.packbits(np.asarray(states) > 0, axis=1).tobytes()
+
+
+def piece_count(blob: bytes, dim: int) -> int:
+    return len(blob) // (dim // 8)
+
+
+def _rows(blobs: Sequence[bytes], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every blob's pieces stacked as rows of 0/1 (float32), and the row each starts at."""
+    width = dim // 8
+    counts = np.array([len(b) // width for b in blobs], dtype=np.int64)
+    starts = np.zeros(len(blobs), dtype=np.int64)
+    if len(blobs) > 1:
+        np.cumsum(counts[:-1], out=starts[1:])
+    raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(-1, width)
+    return np.unpackbits(raw, axis=1, count=dim).astype(np.float32), starts
+
+
+def unpack(blobs: Sequence[bytes], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every blob's pieces stacked as rows of +-1/sqrt(dim) (unit length, float32), and
+    the row where each blob starts."""
+    bits, starts = _rows(blobs, dim)
+    return (bits * 2.0 - 1.0) / np.float32(np.sqrt(dim)), starts
+
+
+def late_scores(query: np.ndarray, blobs: Sequence[bytes], dim: int) -> list[float]:
+    """MaxSim of ``query`` (its word pieces' unit states, float32) against each packed
+    passage: the mean over the query's pieces of its best match among the passage's.
+    One matrix product for the whole short list; an empty passage scores 0."""
+    if not len(blobs):
+        return []
+    if not len(query):
+        return [0.0] * len(blobs)
+    bits, starts = _rows(blobs, dim)
+    counts = np.diff(np.append(starts, len(bits)))
+    out = np.zeros(len(blobs), dtype=np.float64)
+    filled = counts > 0
+    if filled.any():
+        query = np.asarray(query, dtype=np.float32)
+        # q . (2b - 1) = 2 q.b - sum(q): the product over 0/1 rows, corrected per query
+        # piece, where scaling every row first was two more passes over the short list.
+        sims = query @ bits.T
+        best = np.maximum.reduceat(sims, starts[filled], axis=1)
+        best = (2.0 * best - query.sum(axis=1, keepdims=True)) / np.sqrt(dim)
+        out[filled] = best.mean(axis=0)
+    return out.tolist()
