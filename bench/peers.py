@@ -560,7 +560,11 @@ def main() -> None:
         help="torch threads for the peers (default: torch's own choice, as a person gets)",
     )
     parser.add_argument("--scratch", help=argparse.SUPPRESS)
+    # ``--record`` is bench.record's (it keeps the last line); the workers never get it.
+    parser.add_argument("--record", action="store_true", help="keep the result")
     args = parser.parse_args()
+    if args.record:
+        os.environ["LECTERN_BENCH_RECORD"] = "1"
     if args.worker:
         worker(args)
     else:

@@ -57,6 +57,7 @@ from core.indexing.model_switch import (
 )
 from core.indexing.reembed import ReembedStatus
 from core.indexing.scan import normalize_folder
+from core.ingest.formats import reader_versions
 from core.ingest.ocr import OcrOptions
 from core.ingest.sandbox import ParserPool
 from core.private import make_private_dir, shared, tighten
@@ -94,6 +95,9 @@ from core.store.vectors import VectorIndex
 DEFAULT_DIM = 384  # all-MiniLM-L6-v2; used before the model is loaded
 _DEVICE_KEY = "folder_device:"  # meta key prefix: the device a library folder was last seen on
 _RECOVERY_KEY = "recovery_log"  # meta: the last repairs made at open, for `lectern status`
+READER_VERSIONS_KEY = (
+    "reader_versions"  # meta: each format's reader version the files were read with
+)
 KEYWORD_FILE = "keyword.duckdb"
 
 
@@ -295,6 +299,7 @@ class Library:
         self._restore_record(notices)
         self._keep_first_model()
         self._check_index_config()
+        self._reread_changed_formats()
         try:
             self.pieces.keep_for(self.models.current, PIECES_CODEC)
         except duckdb.Error as exc:
@@ -486,6 +491,36 @@ class Library:
         from core.chunking.passages import CHUNKER_VERSION
 
         return f"{self.models.current}|chunker {CHUNKER_VERSION}|overlap {overlap}"
+
+    def _reread_changed_formats(self) -> None:
+        """Files of a format whose reader changed since the library last read them are
+        read again by the next indexing pass (``FileFormat.version``): a PDF indexed
+        before headings in spaced letters were joined keeps "R E SULTS" otherwise. They
+        stay searchable as they are until then."""
+        if self.read_only:
+            return
+        current = reader_versions()
+        try:
+            stored = json.loads(self.db.get_meta(READER_VERSIONS_KEY) or "{}")
+        except ValueError:
+            stored = {}
+        if not isinstance(stored, dict):
+            stored = {}
+        if stored == current:
+            return
+        # A library from before versions were kept read its files with version 1 of each.
+        changed = [k for k, v in current.items() if int(stored.get(k, 1) or 1) < v]
+        try:
+            marked = self.store.mark_reread(
+                changed, {READER_VERSIONS_KEY: json.dumps(current, sort_keys=True)}
+            )
+        except duckdb.Error as exc:
+            # Nothing lost: the files keep what the older reader made; the next open
+            # tries again.
+            logging.getLogger(__name__).warning("files not marked to be read again: %s", exc)
+            return
+        if marked:
+            logging.getLogger(__name__).info("%d files to be read again by newer readers", marked)
 
     def _check_index_config(self) -> None:
         """Vectors of two models (or chunkings) must never be mixed. A change of model

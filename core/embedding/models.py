@@ -445,8 +445,11 @@ class SentenceTransformerEmbedder:
         (ids,) = self._tokenize([text])
         torch = self._torch
         with self._lane.query(), self._threads([len(ids)], 1), torch.inference_mode():
-            hidden, _ = self._hidden(self._bert, [ids])
-            vector = torch.nn.functional.normalize(hidden.mean(1), p=2, dim=1).numpy()
+            hidden, attention = self._hidden(self._bert, [ids])
+            # The mean over the text's own pieces: the batch is padded to a width step.
+            weights = attention.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+            vector = torch.nn.functional.normalize(pooled, p=2, dim=1).numpy()
             states = torch.nn.functional.normalize(hidden[0, 1 : len(ids) - 1], p=2, dim=1)
         return np.ascontiguousarray(vector[0], dtype=np.float32), np.ascontiguousarray(
             states.numpy(), dtype=np.float32

@@ -20,6 +20,7 @@ are packed and unpacked the same way, so they score on the stored pieces' scale.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,6 +57,18 @@ def unpack(blobs: Sequence[bytes], dim: int) -> tuple[np.ndarray, np.ndarray]:
     return (bits * 2.0 - 1.0) / np.float32(np.sqrt(dim)), starts
 
 
+def _product(query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``query @ rows.T`` through torch when it is loaded (it is whenever a model made the
+    question's states), on the thread count the question's encoding set. NumPy's BLAS
+    would start threads of its own that spin after the product: a search's CPU doubled
+    (56 ms against 28 ms of wall time on SciFact) on a 2-core machine."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return query @ rows.T
+    with torch.inference_mode():
+        return (torch.from_numpy(query) @ torch.from_numpy(rows).T).numpy()
+
+
 def late_scores(query: np.ndarray, blobs: Sequence[bytes], dim: int) -> list[float]:
     """MaxSim of ``query`` (its word pieces' unit states, float32) against each packed
     passage: the mean over the query's pieces of its best match among the passage's.
@@ -72,7 +85,7 @@ def late_scores(query: np.ndarray, blobs: Sequence[bytes], dim: int) -> list[flo
         query = np.asarray(query, dtype=np.float32)
         # q . (2b - 1) = 2 q.b - sum(q): the product over 0/1 rows, corrected per query
         # piece, where scaling every row first was two more passes over the short list.
-        sims = query @ bits.T
+        sims = _product(query, bits)
         best = np.maximum.reduceat(sims, starts[filled], axis=1)
         best = (2.0 * best - query.sum(axis=1, keepdims=True)) / np.sqrt(dim)
         out[filled] = best.mean(axis=0)

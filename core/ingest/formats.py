@@ -38,6 +38,10 @@ class FileFormat:
     text_based: bool = False
     # Name the extensions in a sentence: "Word (.docx)" says the old .doc is not read.
     show_extensions: bool = False
+    # The reader's version: raising it has the files of this format read again once, in
+    # the next indexing pass (core/library.py ``_reread_changed_formats``), where a
+    # reader that now reads them better would otherwise leave old files as they were.
+    version: int = 1
 
     @property
     def module(self) -> str:
@@ -55,7 +59,8 @@ class FileFormat:
 # In the order a person meets them: the common formats first (the welcome card and the
 # unsupported-file hint name them in this order). One row a line, so it reads as a table.
 FORMATS: tuple[FileFormat, ...] = (
-    FileFormat("pdf", (".pdf",), "core.ingest.pdf", "PDF", unit="page"),
+    # 2: headings set in spaced letters joined, footnote marks left out of sentences.
+    FileFormat("pdf", (".pdf",), "core.ingest.pdf", "PDF", unit="page", version=2),
     FileFormat("docx", (".docx",), "core.ingest.docx", "Word", show_extensions=True),
     FileFormat("md", (".md", ".markdown"), "core.ingest.markdown", "Markdown", text_based=True),
     FileFormat("txt", (".txt", ".text"), "core.ingest.text", "Text", family="text", text_based=True),
@@ -74,6 +79,11 @@ FORMATS: tuple[FileFormat, ...] = (
 )  # fmt: skip
 
 BY_KIND: dict[str, FileFormat] = {f.kind: f for f in FORMATS}
+
+
+def reader_versions() -> dict[str, int]:
+    """Each format's reader version, by kind."""
+    return {f.kind: f.version for f in FORMATS}
 
 
 def reader_modules() -> tuple[str, ...]:

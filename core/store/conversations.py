@@ -45,8 +45,16 @@ def source_json(n: int, hit: Hit) -> dict[str, Any]:
 
 
 def _title(question: str) -> str:
+    """A new conversation's title: its first question, cut after a whole word past 80
+    characters (a title cut mid-word read as a typo in the list and the header)."""
     text = " ".join(question.split())
-    return text if len(text) <= 80 else text[:79] + "…"
+    if len(text) <= 80:
+        return text
+    cut = text[:79]
+    space = cut.rfind(" ")
+    if space >= 40 and text[79] != " ":
+        cut = cut[:space]
+    return cut.rstrip(" ,;:-") + "…"
 
 
 # A title is one line in a narrow list and a file name on export: longer ones are cut.

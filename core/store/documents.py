@@ -64,6 +64,10 @@ class DocumentWrite:
     embedded_vectors: np.ndarray | None
 
 
+# Appended to a document's index configuration when a newer reader is to read it again.
+REREAD_MARK = "|reread"
+
+
 @dataclass(frozen=True)
 class Unembedded:
     """A chunk written without its embedding yet: the meaning pass's work."""
@@ -393,14 +397,17 @@ class DocumentStore:
         return int(row[0]) if row else None
 
     def stored_embeddings(self, path: str, index_config: str) -> dict[str, np.ndarray]:
-        """The file's stored embeddings keyed by their embedding text (context and text)."""
+        """The file's stored embeddings keyed by their embedding text (context and text),
+        also when it waits to be read again by a newer reader (``mark_reread``): the
+        passages it reads the same keep their vectors."""
         rows = (
             self.db.cursor()
             .execute(
                 """SELECT coalesce(c.context, '') , c.text, c.embedding FROM chunks c
                    JOIN documents d ON d.id = c.document_id
-                   WHERE d.path = ? AND d.index_config = ? AND c.embedding IS NOT NULL""",
-                [stored_path(path), index_config],
+                   WHERE d.path = ? AND d.index_config IN (?, ? || ?)
+                     AND c.embedding IS NOT NULL""",
+                [stored_path(path), index_config, index_config, REREAD_MARK],
             )
             .fetchall()
         )
@@ -460,6 +467,26 @@ class DocumentStore:
                     RETURNING chunks.id""",
             ).fetchall()
         return np.array(sorted(int(r[0]) for r in updated), dtype=np.uint64)
+
+    def mark_reread(self, kinds: Sequence[str], meta: dict[str, str]) -> int:
+        """Have the indexed documents of these types read again by the next indexing pass
+        (their reader changed), and write ``meta``, in one transaction. They stay indexed
+        and searchable until then: only their configuration is marked, which the pass
+        sees differ from the library's. Returns how many were marked."""
+        with self.db.transaction() as cur:
+            marked = 0
+            if kinds:
+                rows = cur.execute(
+                    """UPDATE documents SET index_config = index_config || ?
+                       WHERE state = 'indexed' AND type IN (SELECT unnest(?::VARCHAR[]))
+                         AND NOT ends_with(index_config, ?)
+                       RETURNING id""",
+                    [REREAD_MARK, list(kinds), REREAD_MARK],
+                ).fetchall()
+                marked = len(rows)
+            for key, value in meta.items():
+                self.db.set_meta(key, value, cur)
+        return marked
 
     def embedding_counts(self) -> tuple[int, int]:
         """(chunks with an embedding, all chunks): how much is searchable by meaning."""

@@ -53,6 +53,14 @@ def test_the_same_forward_pass_gives_vectors_and_pieces(embedder) -> None:
     assert pieces == [pack(m) for m in embedder.token_vectors(texts)]
 
 
+def test_a_questions_vector_and_pieces_come_from_one_forward_pass(embedder) -> None:
+    # Lengths off the padding step: the pooled vector averages the question's own pieces.
+    for question in ("boiler pressure", "what pressure should the heating boiler show now"):
+        vector, states = embedder.query_with_states(question)
+        assert np.allclose(vector, embedder.embed_query([question])[0], atol=1e-5)
+        assert np.allclose(states, embedder.token_vectors([question])[0], atol=1e-5)
+
+
 def test_the_short_list_is_reordered_by_late_interaction() -> None:
     query = _unit([[1, 0, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0, 0]])
     pieces = {

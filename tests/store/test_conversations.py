@@ -145,6 +145,21 @@ def test_rename_comes_back_after_the_database_file_is_damaged(
         assert lib.conversations.turns(laptop.id)[0].question == LAPTOP
 
 
+def test_a_long_first_question_titles_its_conversation_cut_after_a_whole_word(
+    tmp_path: Path,
+) -> None:
+    db = Database(tmp_path / "c.duckdb")
+    store = ConversationStore(db, RecordBackup(tmp_path / "backup"))
+    question = (
+        "Which of the maintenance intervals for the hydraulic pumps in the Hamburg "
+        "hangar were changed after the audit?"
+    )
+    title = store.get(store.create(question)).title  # type: ignore[union-attr]
+    assert title == "Which of the maintenance intervals for the hydraulic pumps in the Hamburg…"
+    assert len(title) <= 80
+    db.close()
+
+
 def test_a_rename_the_database_lost_is_restored_without_a_duplicate(tmp_path: Path) -> None:
     """The log holding a rename was lost: the backup has the new title, the database the
     old one. It is the same conversation (id and creation time), renamed, not a copy."""
