@@ -93,15 +93,21 @@ def test_english_model_answers_a_russian_question_by_keyword(
     folder = _folder(tmp_path)
     asked: list[str] = []
     real = embedder.embed_query
+    real_with_states = embedder.query_with_states
 
     def counting(texts: list[str]) -> np.ndarray:
         asked.extend(texts)
         return real(texts)
 
+    def counting_with_states(text: str) -> tuple[np.ndarray, np.ndarray]:
+        asked.append(text)  # a hybrid search's question, with its word pieces
+        return real_with_states(text)
+
     # The English model given: a new library of Russian files would start with e5 itself.
     with Library(Settings(home=lectern_home), embedder=embedder) as library:
         library.index([folder])
         monkeypatch.setattr(embedder, "embed_query", counting)
+        monkeypatch.setattr(embedder, "query_with_states", counting_with_states)
         question = "Когда ежа клонит в спячку?"
         hybrid = library.search(question, mode="hybrid")
         assert [h.chunk_id for h in hybrid] == [

@@ -35,6 +35,14 @@ class ObservedEmbedder:
         self.before_batch(self.batches, texts)
         return self.inner.embed(texts, batch_size=batch_size)
 
+    def embed_with_pieces(
+        self, texts: list[str], batch_size: int = 32
+    ) -> tuple[np.ndarray, list[bytes]]:
+        # The indexer's call when the second stage keeps word pieces: the same batch.
+        self.batches += 1
+        self.before_batch(self.batches, texts)
+        return self.inner.embed_with_pieces(texts, batch_size=batch_size)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
