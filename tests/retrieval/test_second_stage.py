@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -93,6 +95,24 @@ def test_passages_are_taken_in_the_order_they_were_found() -> None:
     assert passage_order([bm25, dense], document_of) == {7: [1, 2, 4], 8: [3]}
 
 
+@contextlib.contextmanager
+def counting_passages(embedder) -> Iterator[list[int]]:
+    """While held, how many texts each ``token_vectors`` call encodes: the passages the
+    second stage encodes at search time (a question's pieces come with its vector)."""
+    calls: list[int] = []
+    real = embedder.token_vectors
+
+    def counting(texts: list[str]) -> list[np.ndarray]:
+        calls.append(len(texts))
+        return real(texts)
+
+    embedder.token_vectors = counting
+    try:
+        yield calls
+    finally:
+        del embedder.token_vectors
+
+
 def _library(home: Path, embedder, *, second_stage: bool):
     from core.config import Settings
     from core.library import Library
@@ -113,17 +133,9 @@ def test_hybrid_search_runs_the_second_stage_and_can_be_switched_off(
     }
     for name, text in notes.items():
         (docs / name).write_text(text, encoding="utf-8")
-    calls: list[int] = []
-    real = embedder.token_vectors
-
-    def counting(texts: list[str]) -> list[np.ndarray]:
-        calls.append(len(texts))
-        return real(texts)
-
     with _library(lectern_home, embedder, second_stage=True) as library:
         library.index([docs])
-        library.embedder.token_vectors = counting  # type: ignore[method-assign]
-        try:
+        with counting_passages(library.embedder) as calls:
             hits = library.search("what pressure should the heating boiler show", k=4)
             assert Path(hits[0].path).name == "boiler.md"
             # The passages' word pieces were kept when they were indexed: no passage is
@@ -135,8 +147,6 @@ def test_hybrid_search_runs_the_second_stage_and_can_be_switched_off(
             library.search("boiler pressure", k=4, mode="bm25")
             library.search("boiler pressure", k=4, mode="dense")
             assert not calls  # single modes are the lists as they are
-        finally:
-            del library.embedder.token_vectors
     with _library(lectern_home, embedder, second_stage=False) as library:
         assert library.retriever.second_stage is None
 
@@ -162,29 +172,21 @@ def test_a_library_without_kept_pieces_encodes_them_once_then_keeps_them(
     with _library(lectern_home, embedder, second_stage=False) as library:
         library.index([docs])
         assert library.pieces.counts() == (0, 4)
-    calls: list[int] = []
-    real = embedder.token_vectors
-
-    def counting(texts: list[str]) -> list[np.ndarray]:
-        calls.append(len(texts))
-        return real(texts)
-
-    with _library(lectern_home, embedder, second_stage=True) as library:
-        library.embedder.token_vectors = counting  # type: ignore[method-assign]
-        try:
-            encoded = library.search(question, k=4)
-            assert sum(calls) >= 3  # the short list's passages
-            library.index([docs])  # nothing changed on disk: only the pieces are made
-            assert library.pieces.counts() == (4, 4)
-            library._retriever = None  # a new search session: nothing cached
-            calls.clear()
-            stored = library.search(question, k=4)
-            assert not calls
-            assert [h.chunk_id for h in stored] == [h.chunk_id for h in encoded]
-            # A document's pieces go with it.
-            (docs / "note0.md").unlink()
-            library.index([docs])
-            assert library.pieces.counts() == (3, 3)
-            assert library.pieces.prune() == 0
-        finally:
-            del library.embedder.token_vectors
+    with (
+        _library(lectern_home, embedder, second_stage=True) as library,
+        counting_passages(embedder) as calls,
+    ):
+        encoded = library.search(question, k=4)
+        assert sum(calls) >= 3  # the short list's passages
+        library.index([docs])  # nothing changed on disk: only the pieces are made
+        assert library.pieces.counts() == (4, 4)
+        library._retriever = None  # a new search session: nothing cached
+        calls.clear()
+        stored = library.search(question, k=4)
+        assert not calls
+        assert [h.chunk_id for h in stored] == [h.chunk_id for h in encoded]
+        # A document's pieces go with it.
+        (docs / "note0.md").unlink()
+        library.index([docs])
+        assert library.pieces.counts() == (3, 3)
+        assert library.pieces.prune() == 0
