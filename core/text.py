@@ -290,7 +290,14 @@ STOPWORDS_BY_LANGUAGE: dict[str, frozenset[str]] = {
 }
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+# Chinese and Japanese are written without spaces: each of their characters is a word
+# of its own here and in the keyword index (core/store/keyword/tokens.py), as a search
+# engine's unigram tokenizer reads them, or a whole clause would be one "word" that no
+# question ever matched. Hangul has spaces between its words.
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+WORD = re.compile(rf"[{CJK}]|[^\W{CJK}]+")
+_WORD = WORD
+_CJK_CHAR = re.compile(rf"[{CJK}]")
 
 
 def stem(word: str) -> str:
@@ -307,7 +314,11 @@ def words(text: str) -> list[str]:
 
 
 def content_words(text: str) -> list[str]:
-    return [stem(w) for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return [
+        stem(w)
+        for w in words(text)
+        if w not in STOPWORDS and (len(w) > 1 or w.isdigit() or _CJK_CHAR.match(w))
+    ]
 
 
 def overlap(query_words: Sequence[str], text_words: set[str]) -> float:
@@ -382,9 +393,24 @@ _BOUNDARY = re.compile(
 _MAX_SENTENCE = 600
 
 
+# A day written as an ordinal before its month ("bis zum 6. September", "den 1. maj"):
+# German, the Nordic languages and others put a full stop there that ends no sentence.
+_ORDINAL_DAY = re.compile(r"(?:^|(?<=[\s(]))\d{1,2}$")
+# Their month names; those only English has ("March", "June") are left out, since there
+# "Table 12. March was…" is two sentences.
+_MONTH_AFTER = re.compile(
+    r"\s+(?:januar|jänner|februar|märz|marts|mars|april|mai|maj|juni|juli|august|september"
+    r"|oktober|november|dezember|december|desember|[a-zäö]+kuuta)\b",
+    re.IGNORECASE,
+)
+
+
 def _is_abbreviation(text: str, dot: int) -> bool:
-    """Whether the period at ``dot`` closes an abbreviation or initial, not a sentence."""
+    """Whether the period at ``dot`` closes an abbreviation, an initial or a day's
+    ordinal, not a sentence."""
     head = text[max(0, dot - 12) : dot]
+    if _ORDINAL_DAY.search(head) and _MONTH_AFTER.match(text, dot + 1):
+        return True
     match = re.search(r"(?:^|[\s(\[])([A-Za-z.]{1,6})$", head)
     if not match:
         return False

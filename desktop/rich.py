@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from core.text import WORD
 from desktop.theme import Palette
 from desktop.viewmodels import TurnView
 
@@ -169,7 +170,7 @@ def answer_html(
 
 # --- search results ---------------------------------------------------------------------
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = WORD  # as the keyword index splits words (Chinese and Japanese by character)
 
 
 def term_key(word: str) -> str:

@@ -34,8 +34,16 @@ comparison, and without an embedding model.
 The quote reaches the value: a sentence whose value is one or two sentences on in its
 paragraph is quoted with them; a table's row carries its column names, also in a passage
 that starts inside a table too long for one (read from the document's text); a footnote's
-number set after a word ("fatalities2") is left out of the quote. Figures:
-docs/decisions/answers-on-real-documents.md.
+number set after a word ("fatalities2") is left out of the quote. Real layouts: a table
+that a PDF's text layer gives line by line (lines of two or more figures) is read row by
+row, each row with the line that names its figures, never as headings; a label alone on
+its line ("Contact Information:") is read with the short line under it; a sum alone on its
+line ("£164.00") and a sentence closing inside its quotes are units, not titles. When no
+quoted unit holds the figure, date or name asked for, the best unit among the next that
+holds it and names something of the question the quote does not ("Kerala 14.32 9.43 4.86"
+under the caption that matched "What was Kerala's growth rate?") is quoted beside them. A
+year is not an amount, nor is "Table 4"; questions in French, Spanish, Portuguese, Italian,
+German, Dutch and Russian are typed too. Figures: docs/decisions/answers-on-real-documents.md.
 
 "How many" answered by rows of a table says their count too, in a last line of its own
 ("Added up, the “count” of the 3 rows quoted here is 8 (2 + 5 + 1)."): of the quoted rows
@@ -159,6 +167,33 @@ def _is_field(line: str) -> bool:
     return match is not None and len(match.group(1).split()) <= 4
 
 
+_NUMBER_TOKEN = re.compile(r"(?<![\w.,])[-+(£$€]?\d[\d.,:/%]*")
+_CLOSING = "\"'”’»)]"
+
+
+# A number that names a part of the document ("Table 4", "Fig. 2", "page 6"), not a
+# value of it.
+_LABEL_NUMBER = re.compile(
+    r"\b(?:table|tab|figure|fig|chart|graph|page|p|pp|section|sec|chapter|annex|appendix|"
+    r"exhibit|item|note|no)\.?\s*\d+(?:[.-]\d+)*[a-z]?\b",
+    re.IGNORECASE,
+)
+
+
+def _figure_line(line: str) -> bool:
+    """A line holding two or more figures past a leading item or page number: the row of
+    a table that the PDF's text layer gave as a line ("South Dakota 1.48 - 1.55 1.49 -
+    1.55"), which states a value and titles nothing."""
+    body = _LABEL_NUMBER.sub(" ", re.sub(r"^\s*\d{1,3}[.)]?\s+", "", line))
+    return len(_NUMBER_TOKEN.findall(body)) >= 2
+
+
+def _is_value(line: str) -> bool:
+    """A line that is a figure with no word ("£164.00", "12/20/2015"): a value set under
+    what it belongs to, never a title."""
+    return bool(re.search(r"\d", line)) and not re.search(r"[^\W\d_]{2}", line)
+
+
 def _is_heading(line: str, headings: set[str]) -> bool:
     """A line that titles what follows: a Markdown heading, one of the chunk's own
     headings, or a short title-cased line without closing punctuation."""
@@ -167,8 +202,10 @@ def _is_heading(line: str, headings: set[str]) -> bool:
         return False
     if line.startswith("#") or line.casefold() in headings or _SLIDE_HEADING.match(line):
         return True
-    if len(line) > _HEADING_MAX or line.endswith(_TERMINAL) or "|" in line or _is_field(line):
-        return False  # running text, a table row (a sheet's or a CSV's), a form's field
+    if len(line) > _HEADING_MAX or line.rstrip(_CLOSING).endswith(_TERMINAL) or "|" in line:
+        return False  # running text, a table row (a sheet's or a CSV's)
+    if _is_field(line) or _figure_line(line) or _is_value(line):
+        return False  # a form's field, a row of figures, a value
     found = [w for w in re.findall(r"\w+", line) if len(w) > 3]
     return bool(found) and sum(w[0].isupper() or w[0].isdigit() for w in found) >= 0.6 * len(found)
 
@@ -201,9 +238,11 @@ def _lone_title(text: str) -> bool:
     if not lines:
         return False
     for line in lines:
-        if len(line) > _HEADING_MAX or line.endswith(_TERMINAL) or "|" in line:
-            return False
+        if len(line) > _HEADING_MAX or line.rstrip(_CLOSING).endswith(_TERMINAL) or "|" in line:
+            return False  # ('a rating of “Adequate.”' closes inside its quotes)
         if _is_field(line) or re.match(r"(?:[-*•·▪‣]|\d{1,3}[.)])\s", line):
+            return False
+        if _figure_line(line) or _is_value(line):
             return False
     return sum(len(line.split()) for line in lines) <= 12
 
@@ -360,6 +399,106 @@ def _split_fields(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return out
 
 
+def _split_figure_rows(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """A "sentence" of several lines that are rows of figures (a table the PDF's text
+    layer gave line by line, which no table reader took) as one unit per row, the lines
+    between them kept together: a block of rows has no sentence in it, and quoting the
+    whole block would bury the row that was asked about."""
+    lines = [(m.start(), m.end()) for m in re.finditer(r"[^\n]+", text[start:end])]
+    lines = [(s + start, e + start) for s, e in lines if text[s + start : e + start].strip()]
+    if len(lines) < 2 or sum(_figure_line(text[s:e]) for s, e in lines) < 2:
+        return [(start, end)]
+    out: list[tuple[int, int]] = []
+    run: list[tuple[int, int]] = []
+    for s, e in lines:
+        if _figure_line(text[s:e]):
+            if run:
+                out.append((run[0][0], run[-1][1]))
+                run = []
+            out.append((s, e))
+        else:
+            run.append((s, e))
+    if run:
+        out.append((run[0][0], run[-1][1]))
+    return [t for s, e in out if (t := _trim(text, s, e))]
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int] | None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if end > start else None
+
+
+def _join_cut_sentences(text: str, pieces: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """A sentence that a page or column break cut ("The report lists 189" | page 2 |
+    "fatalities among the passengers.") as one: the first part ends without a full stop
+    and the second starts in lower case, only blank lines between."""
+    out: list[tuple[int, int]] = []
+    for s, e in pieces:
+        if out:
+            ps, pe = out[-1]
+            gap = text[pe:s]
+            if (
+                "\n" in gap
+                and not gap.strip()
+                and text[s].islower()
+                and not text[ps:pe].rstrip(_CLOSING).endswith(_TERMINAL)
+                and not _figure_line(text[ps:pe])
+                and e - ps <= 600
+            ):
+                out[-1] = (ps, e)
+                continue
+        out.append((s, e))
+    return out
+
+
+_LABEL_MAX = 60  # characters of a label line ("Contact Information:") and of its value
+
+
+def _labels_with_values(
+    text: str, pieces: list[tuple[int, int]]
+) -> tuple[list[tuple[int, int]], set[tuple[int, int]]]:
+    """A label alone on its line ("Contact Information:") joined with the short line under
+    it ("JOHN BATTEN"), as a form's field: apart, the label says nothing and the value is
+    taken for a title. The joined pieces are returned too."""
+    out: list[tuple[int, int]] = []
+    joined: set[tuple[int, int]] = set()
+    n = 0
+    while n < len(pieces):
+        s, e = pieces[n]
+        label = text[s:e]
+        if n + 1 < len(pieces) and "\n" not in label and label.endswith(":"):
+            ns, ne = pieces[n + 1]
+            value = text[ns:ne]
+            if (
+                len(label) <= _LABEL_MAX
+                and len(value) <= _LABEL_MAX
+                and "\n" not in value
+                and not value.rstrip().endswith(":")
+                and text.count("\n", e, ns) <= 2
+            ):
+                out.append((s, ne))
+                joined.add((s, ne))
+                n += 2
+                continue
+        out.append((s, e))
+        n += 1
+    return out, joined
+
+
+def _caption_before(text: str, start: int) -> str:
+    """The nearest line above ``start`` that is not a row of figures (a table's title or
+    column names), when it is within a few lines."""
+    lines = text[max(0, start - 2_000) : start].splitlines()
+    for line in reversed(lines[-12:]):
+        line = line.strip()
+        if line and not _figure_line(line) and not _is_value(line):
+            return _clean(line)[:_CAPTION_CHARS]
+    return ""
+
+
 def _units(hits: Sequence[Hit], finder: SpanFinder) -> list[_Unit]:
     """The answerable units of ``hits``, in order within each hit."""
     units: list[_Unit] = []
@@ -368,9 +507,15 @@ def _units(hits: Sequence[Hit], finder: SpanFinder) -> list[_Unit]:
         text = hit.text
         headings = {h.strip().casefold() for h in hit.heading_path if h.strip()}
         pieces: list[tuple[int, int]] = []
+        figure_rows: set[tuple[int, int]] = set()
         for s, e in finder.sentences(hit):
             s = _after_headings(text, s, e, headings)
-            pieces.extend(_split_fields(text, s, e) if s < e else [])
+            for fs, fe in _split_fields(text, s, e) if s < e else []:
+                rows = _split_figure_rows(text, fs, fe)
+                if len(rows) > 1:
+                    figure_rows.update(r for r in rows if _figure_line(text[r[0] : r[1]]))
+                pieces.extend(rows)
+        pieces, labelled = _labels_with_values(text, _join_cut_sentences(text, pieces))
         header = _header_cells(hit) if hit.type in SHEET_TYPES else []
         slides = hit.type in SLIDE_TYPES
         above = TableAbove() if header else table_above(hit, finder.text_of)
@@ -402,9 +547,14 @@ def _units(hits: Sequence[Hit], finder: SpanFinder) -> list[_Unit]:
             shown = _without_footnotes(_clean(strip_citations(piece)))
             if not slides and not header and n + 1 < len(pieces) and _lone_title(piece):
                 continue  # a title over what follows it
-            if _is_field(piece) and "\n" not in piece:
+            if (s, e) in labelled or (_is_field(piece) and "\n" not in piece):
                 context = f"{title}: {shown}" if title else shown
                 found.append(_Unit(i, s, e, shown, "field", context))
+            elif (s, e) in figure_rows and not header:
+                # A row of figures is read with the line that names what they are.
+                caption = _caption_before(text, s)
+                context = f"{caption}: {shown}" if caption else shown
+                found.append(_Unit(i, s, e, shown, "row", context))
             else:
                 found.append(_Unit(i, s, e, shown, "sentence", shown))
         for s, e, names in table:
@@ -497,6 +647,10 @@ _NUMBER_Q = re.compile(
     r"fraction|size|price|cost|charge|fee|salary|wage|rate|rating|score|temperature|total|sum|"
     r"speed|distance|figure|count|ratio|value|level|budget|revenue|population|weight|height|"
     r"length|depth|area|volume|floor)\b"
+    # "What was Kerala's decadal growth rate?": the measure a few words on, where it ends
+    # the question's subject.
+    r"|\b(?:what|which)\s+(?:is|was|are|were)\s+(?:[\w'’-]+\s+){1,5}?(?:number|percentage|"
+    r"share|amount|price|cost|rate|total|figure|ratio|value)\s*(?:\?|$|\b(?:for|of|in|on|at)\b)"
     # "What did the AA charge?", "What does the job pay?": a sum of money.
     r"|\bwhat\s+(?:did|does|do|will|would)\b.{0,60}\b(?:charge|cost|pay|earn)"
     r"(?:\W*$|\s+(?:for|per|to|in|on|each|a|an)\b)"
@@ -505,14 +659,31 @@ _NUMBER_Q = re.compile(
 )
 
 
+# The same three asks in the other languages a library holds: French, Spanish,
+# Portuguese, Italian, German, Dutch and Russian ("Combien de résidents…", "Wie viele…").
+_OTHER_NUMBER_Q = re.compile(
+    r"\b(?:combien|cu[aá]nt[oa]s?|quant[oa]s?|quanti|quante|wie\s*viele?|wieviel\w*|"
+    r"wie\s+(?:hoch|lange?|gro(?:ß|ss)|weit|alt|teuer|schwer)|hoeveel|сколько)\b",
+    re.IGNORECASE,
+)
+_OTHER_DATE_Q = re.compile(
+    r"\b(?:quand|cu[aá]ndo|quando|wann|wanneer|когда)\b|\bbis\s+wann\b"
+    r"|\b(?:en\s+)?qu[eé]\s+fecha\b|\b(?:[àa]\s+)?quelle\s+date\b|\bwelche[mn]?\s+datum\b",
+    re.IGNORECASE,
+)
+_OTHER_PERSON_Q = re.compile(r"^\W*(?:qui|qui[eé]n(?:es)?|wer|chi|quem|кто)\b", re.IGNORECASE)
+
+
 def answer_type(question: str) -> str:
     """What the question asks for: "date", "number", "person" or "" (anything)."""
     first = re.search(r"\b(?:who|whom|whose|when|what|which|how|where|why)\b", question, re.I)
     head = question[first.start() :] if first else question
-    if _NUMBER_Q.search(head):
+    if _NUMBER_Q.search(head) or _OTHER_NUMBER_Q.search(question):
         return "number"
-    if _DATE_Q.search(head):
+    if _DATE_Q.search(head) or _OTHER_DATE_Q.search(question):
         return "date"
+    if _OTHER_PERSON_Q.search(question):
+        return "person"
     if first and first.group(0).lower() in ("who", "whom", "whose"):
         return "person"
     return ""
@@ -542,7 +713,12 @@ def has_type(kind: str, text: str, question: str) -> bool:
     if kind == "person":
         return any(n.lower() not in asked for n in _names(text))
     if kind == "number":
-        found = [w for w in words(text) if any(c.isdigit() for c in w)]
+        # A year says when, not how many: a table's header of years holds no amount.
+        found = [
+            w
+            for w in words(_LABEL_NUMBER.sub(" ", text))
+            if any(c.isdigit() for c in w) and not _YEAR.fullmatch(w)
+        ]
         found += [m.group(0).lower() for m in _NUMBER_WORD.finditer(text)]
     else:
         found = [m.group(0).lower() for m in _DATE_TOKEN.finditer(text)]
@@ -704,7 +880,7 @@ def score_sentences(
         return []
     kind = answer_type(question)
     q_words = content_words(question)
-    unit_words = [set(content_words(u.text)) for u in units]
+    unit_words = [set(content_words(u.context)) for u in units]
     # Rarer question words matter more: "Rollo" beats "leader" (document frequency over
     # the candidate units, which is all the corpus this answer can see).
     df: dict[str, int] = {}
@@ -912,6 +1088,7 @@ def extract_answer(
                 break
             chosen.append(candidate)
         chosen = _with_neighbours(question, chosen, scored, top, next_sentence)
+        chosen += _value_unit(question, chosen, scored)
     reason = decline_reason(
         question, top, scored, chosen, finder, rules, embedded=embedder is not None
     )
@@ -1047,6 +1224,34 @@ def _with_neighbours(
     if next_sentence and at + 1 < len(by_place) and same_paragraph(best, by_place[at + 1]):
         add(at + 1)
     return out
+
+
+VALUE_FROM = 15  # the best-scored units looked through for the value asked for
+
+
+def _value_unit(
+    question: str, chosen: Sequence[ScoredSentence], scored: Sequence[ScoredSentence]
+) -> list[ScoredSentence]:
+    """The unit that holds what the question asks for, when none of ``chosen`` does and
+    one of the next best also names something of the question that the chosen ones do
+    not: a table's caption is closer in meaning to "What was Kerala's growth rate?" than
+    its row "Kerala 24.76 26.29 … 4.86", which holds the figure. Quoted beside them."""
+    kind = answer_type(question)
+    if not kind or any(c.has_type for c in chosen):
+        return []
+    quoted = _Vocabulary([], " ".join(c.context or c.text for c in chosen))
+    asked = [w for w in dict.fromkeys(words(question)) if w not in STOPWORDS]
+    lacking = [w for w in asked if not quoted.has(w)]
+    if not lacking:
+        return []
+    taken = {(c.hit_index, c.start) for c in chosen}
+    for unit in scored[:VALUE_FROM]:
+        if not unit.has_type or (unit.hit_index, unit.start) in taken:
+            continue
+        holds = _Vocabulary([], unit.context or unit.text)
+        if any(holds.has(w) for w in lacking):
+            return [unit]
+    return []
 
 
 _PRONOUN_START = re.compile(r"(?:he|she|they|it|his|her|their|its|this|these|those|such)\b", re.I)

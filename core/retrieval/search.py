@@ -57,7 +57,7 @@ MODES = ("hybrid", "bm25", "dense")
 _CHUNKS_PER_DOCUMENT = 3
 _MAX_CHUNKS_PER_DOCUMENT = 64
 MAX_PER_DOCUMENT = 2
-ANSWER_LEAD = 3  # the best document's passages an answer reads first (``diversified``)
+ANSWER_LEAD = 5  # the best document's passages an answer reads first (``diversified``)
 
 
 @dataclass(frozen=True)

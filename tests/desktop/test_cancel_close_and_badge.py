@@ -22,7 +22,6 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt
 
 from core.config import Settings
-from desktop.backend import SHUTDOWN_WAIT_MS
 from desktop.main_window import MainWindow
 from tests.desktop import test_window as base
 from tests.desktop.test_window import WAIT_INDEX_MS, ask, drop
@@ -233,12 +232,11 @@ def test_quitting_does_not_wait_for_a_slow_close_and_loses_nothing(
         closed.set()
 
     monkeypatch.setattr(library, "close", slow_close)
-    asked = time.monotonic()
     window.close()
-    took = time.monotonic() - asked
-    assert took < SHUTDOWN_WAIT_MS / 1000 + 0.5, took  # the README's 1.5 s
-    assert backend.abandoned  # `python -m desktop` exits at once, the close with it
+    # The window is gone while the close is still asleep: quitting did not wait for it
+    # (a check of behaviour, not of the clock, which a loaded machine would make flaky).
     assert not closed.is_set()
+    assert backend.abandoned  # `python -m desktop` exits at once, the close with it
 
     # Opened again in this process, the library waits for that close, and has it all.
     again = open_window(home=home, url=f"http://127.0.0.1:{unused_port()}")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import duckdb
 
-from core.text import STOPWORDS_BY_LANGUAGE
+from core.text import STOPWORDS_BY_LANGUAGE, WORD
 
 # Digits are kept (the fts default drops them): error codes, figures and identifiers are
 # exactly what people search by keyword. Letters are any script's (the default keeps only
@@ -88,6 +88,21 @@ LANGUAGE_MARKERS: tuple[tuple[str, str], ...] = (
 )
 # IGNORE_PATTERN keeping combining marks inside words (fts strips them after this split).
 WORD_SPLIT_PATTERN = r"(\\.|[^\p{L}\p{N}\p{M}])+"
+# Each Chinese or Japanese character set apart by spaces before the split, in passages and
+# queries alike (core.text.WORD reads them so too): those scripts put no space between
+# words, so a clause was one term that only the same clause matched.
+_CJK_SCRIPTS = r"[\p{Han}\p{Hiragana}\p{Katakana}]"
+
+
+_CHUNK_TEXT = "coalesce(context, '') || chr(10) || text"
+
+
+def cjk_spaced(text: str) -> str:
+    """SQL for the SQL expression ``text`` with its Chinese and Japanese characters set
+    apart."""
+    return f"regexp_replace({text}, '({_CJK_SCRIPTS})', ' \\1 ', 'g')"
+
+
 _LATIN_WORD = r"[\p{Latin}\p{M}]+"
 # fts's ``tokenize`` (lower(strip_accents(s)), IGNORE_PATTERN replaced by a space, split
 # on spaces) for ASCII text, where strip_accents does nothing and \p{L}\p{N} are a-z0-9:
@@ -131,7 +146,7 @@ def snapshot_rows_sql(chunks_table: str, where: str) -> str:
         f"SELECT chunk_id, raw, words, [{counts}] AS counts FROM ("
         "SELECT chunk_id, raw, CASE WHEN strlen(raw) = length(raw) THEN NULL ELSE "
         f"string_split_regex(lower(raw), '{WORD_SPLIT_PATTERN}') END AS words FROM ("
-        "SELECT id AS chunk_id, coalesce(context, '') || chr(10) || text AS raw "
+        f"SELECT id AS chunk_id, {cjk_spaced(_CHUNK_TEXT)} AS raw "
         f"FROM {chunks_table} WHERE {where}))))"
     )
 
@@ -156,7 +171,7 @@ def query_terms_sql() -> str:
     statement (the reference searches of bench/keyword_scale.py and the tests)."""
     return (
         f"SELECT DISTINCT {term_sql('w')} AS t FROM (SELECT unnest(string_split_regex("
-        f"lower(?), '{WORD_SPLIT_PATTERN}')) AS w) WHERE w <> ''"
+        f"lower({cjk_spaced('?')}), '{WORD_SPLIT_PATTERN}')) AS w) WHERE w <> ''"
     )
 
 
@@ -209,7 +224,10 @@ class QueryStems:
         """The query's words as fts splits them, lower-cased, each once."""
         words = ascii_tokens(query)
         if words is None:
-            split = f"SELECT unnest(string_split_regex(lower(?), '{WORD_SPLIT_PATTERN}'))"
+            split = (
+                f"SELECT unnest(string_split_regex(lower({cjk_spaced('?')}), "
+                f"'{WORD_SPLIT_PATTERN}'))"
+            )
             words = [str(r[0]) for r in cur.execute(split, [query]).fetchall() if r[0]]
         return list(dict.fromkeys(words))
 
@@ -252,7 +270,7 @@ class QueryStems:
 
 
 # The words of a passage as the desktop lights them (rich.term_ranges splits the same way).
-_PASSAGE_WORD = re.compile(r"\w+")
+_PASSAGE_WORD = WORD
 
 
 def passage_languages(cur: duckdb.DuckDBPyConnection, texts: Sequence[str]) -> list[str]:

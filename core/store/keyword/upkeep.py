@@ -93,8 +93,9 @@ FRESH_MIN_FOLD = 500
 MERGE_ADDED_SUFFIX = "_new"
 # The layout of a snapshot (fts dict/docs/stats plus packed postings, no ``terms``, words
 # of SCRIPT_STEMMERS' scripts and LANGUAGE_MARKERS' languages stemmed, the languages it
-# holds). A keyword file written in another layout is rebuilt in the background at open.
-FORMAT = "postings-4"
+# holds, Chinese and Japanese characters one term each). A keyword file written in
+# another layout is rebuilt in the background at open.
+FORMAT = "postings-5"
 # Postings are derived from fts's ``terms`` in termid ranges of about this many rows, so
 # a rebuild holds tens of megabytes, not the whole index, in memory. A base rebuild at
 # 300k chunks (library open with its vectors and the model) peaked at 1,438 MB with 2M
