@@ -94,9 +94,6 @@ WORD_SPLIT_PATTERN = r"(\\.|[^\p{L}\p{N}\p{M}])+"
 _CJK_SCRIPTS = r"[\p{Han}\p{Hiragana}\p{Katakana}]"
 
 
-_CHUNK_TEXT = "coalesce(context, '') || chr(10) || text"
-
-
 def cjk_spaced(text: str) -> str:
     """SQL for the SQL expression ``text`` with its Chinese and Japanese characters set
     apart."""
@@ -129,7 +126,7 @@ def snapshot_rows_sql(chunks_table: str, where: str) -> str:
     """SQL for the (chunk_id, body, lang) rows a snapshot indexes: each chunk's context
     line and text as fts is to read it, and the Latin-script language it was stemmed as
     ("" for Porter alone). Text with a non-ASCII character is split into lower-cased
-    words, each word of SCRIPT_STEMMERS' scripts replaced by its stem and, in a passage
+    words (a Chinese or Japanese character is one), each word of SCRIPT_STEMMERS' scripts replaced by its stem and, in a passage
     of a LANGUAGE_MARKERS language, each Latin-script word by its stem in that language;
     all-ASCII text goes to fts as it is."""
     counts = ", ".join(
@@ -145,8 +142,8 @@ def snapshot_rows_sql(chunks_table: str, where: str) -> str:
         f"THEN '' ELSE [{names}][list_position(counts, list_max(counts))] END AS lang FROM ("
         f"SELECT chunk_id, raw, words, [{counts}] AS counts FROM ("
         "SELECT chunk_id, raw, CASE WHEN strlen(raw) = length(raw) THEN NULL ELSE "
-        f"string_split_regex(lower(raw), '{WORD_SPLIT_PATTERN}') END AS words FROM ("
-        f"SELECT id AS chunk_id, {cjk_spaced(_CHUNK_TEXT)} AS raw "
+        f"string_split_regex(lower({cjk_spaced('raw')}), '{WORD_SPLIT_PATTERN}') END AS words "
+        "FROM (SELECT id AS chunk_id, coalesce(context, '') || chr(10) || text AS raw "
         f"FROM {chunks_table} WHERE {where}))))"
     )
 
