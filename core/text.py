@@ -420,7 +420,7 @@ def _is_abbreviation(text: str, dot: int) -> bool:
     return token.lower().rstrip(".") in _ABBREVIATIONS
 
 
-def _trimmed(text: str, start: int, end: int) -> tuple[int, int] | None:
+def trimmed(text: str, start: int, end: int) -> tuple[int, int] | None:
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
@@ -448,11 +448,11 @@ def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[t
         else:
             cut = match.start()
             next_start = match.end()
-        span = _trimmed(text, start, cut)
+        span = trimmed(text, start, cut)
         if span:
             spans.append(span)
         start = next_start
-    span = _trimmed(text, start, stop)
+    span = trimmed(text, start, stop)
     if span:
         spans.append(span)
     return [piece for s in spans for piece in _split_long(text, s)]
@@ -468,11 +468,11 @@ def _split_long(text: str, span: tuple[int, int]) -> list[tuple[int, int]]:
     for line in re.finditer(r"\n", text[start:end]):
         cut = start + line.start()
         if cut - pos >= 80:
-            piece = _trimmed(text, pos, cut)
+            piece = trimmed(text, pos, cut)
             if piece:
                 out.append(piece)
             pos = cut + 1
-    piece = _trimmed(text, pos, end)
+    piece = trimmed(text, pos, end)
     if piece:
         out.append(piece)
     return out

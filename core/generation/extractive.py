@@ -72,7 +72,7 @@ from core.generation.citations import (
 )
 from core.generation.decline import MODEL, DeclineModel, DeclineSignals
 from core.records import SHEET_TYPES, Citation, Hit
-from core.text import STOPWORDS, content_words, words
+from core.text import STOPWORDS, content_words, trimmed, words
 
 if TYPE_CHECKING:
     from core.embedding.models import Embedder
@@ -420,15 +420,7 @@ def _split_figure_rows(text: str, start: int, end: int) -> list[tuple[int, int]]
             run.append((s, e))
     if run:
         out.append((run[0][0], run[-1][1]))
-    return [t for s, e in out if (t := _trim(text, s, e))]
-
-
-def _trim(text: str, start: int, end: int) -> tuple[int, int] | None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if end > start else None
+    return [t for s, e in out if (t := trimmed(text, s, e))]
 
 
 def _join_cut_sentences(text: str, pieces: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from core.store.db import Database
-from core.store.keyword import KeywordIndex
 from core.text import content_words
 from desktop.rich import term_key, term_ranges
-from tests.store.test_keyword_postings import add_documents
+from tests.store.test_keyword_scripts import found, keyword_over
 
 PASSAGES = [
     ["本公司2018年第一季度营业收入为4,755,785.11元，较上年同期增长12%。"],
@@ -27,17 +25,7 @@ PASSAGES = [
 
 @pytest.fixture()
 def keyword(tmp_path: Path):
-    db = Database(tmp_path / "lectern.duckdb")
-    kw = KeywordIndex(db, tmp_path / "keyword.duckdb")
-    doc_ids = add_documents(db, PASSAGES, "/lib")
-    assert kw.refresh(force_merge=True) == "merged"
-    chunk_doc = dict(db.cursor().execute("SELECT id, document_id FROM chunks").fetchall())
-    yield kw, {chunk: doc_ids.index(doc) for chunk, doc in chunk_doc.items()}
-    db.close()
-
-
-def found(kw: KeywordIndex, passage_of: dict[int, int], query: str) -> list[int]:
-    return [passage_of[chunk] for chunk, _ in kw.search(query, 5)]
+    yield from keyword_over(tmp_path, PASSAGES)
 
 
 def test_a_chinese_question_finds_its_passage_by_keyword(keyword) -> None:

@@ -29,15 +29,20 @@ PASSAGES = [
 ]
 
 
-@pytest.fixture()
-def keyword(tmp_path: Path):
+def keyword_over(tmp_path: Path, passages: list[list[str]]):
+    """A keyword index over ``passages`` (one document each), and each chunk's passage."""
     db = Database(tmp_path / "lectern.duckdb")
     kw = KeywordIndex(db, tmp_path / "keyword.duckdb")
-    doc_ids = add_documents(db, PASSAGES, "/lib")
+    doc_ids = add_documents(db, passages, "/lib")
     assert kw.refresh(force_merge=True) == "merged"
     chunk_doc = dict(db.cursor().execute("SELECT id, document_id FROM chunks").fetchall())
     yield kw, {chunk: doc_ids.index(doc) for chunk, doc in chunk_doc.items()}
     db.close()
+
+
+@pytest.fixture()
+def keyword(tmp_path: Path):
+    yield from keyword_over(tmp_path, PASSAGES)
 
 
 def found(kw: KeywordIndex, passage_of: dict[int, int], query: str) -> list[int]:
