@@ -104,8 +104,8 @@ def child(marks_path: str, launched: float, case: str, folders: list[str]) -> in
             kind = event.type()
             if kind == QEvent.Type.Show and type(obj).__name__ == "MainWindow":
                 self.window = obj
-                obj.backend.ready.connect(self.ready)
-                obj.backend.index_finished.connect(self.indexed)
+                obj.backend.startup.ready.connect(self.ready)
+                obj.backend.indexing.finished.connect(self.indexed)
             elif (
                 kind == QEvent.Type.Paint
                 and self.window is not None

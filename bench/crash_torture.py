@@ -200,7 +200,7 @@ def _read_library(home: Path, embedder: object | None) -> tuple[list[str], int]:
         shutil.copytree(home, copy)
         library = Library(Settings(home=copy), embedder=embedder, migrate=False)  # type: ignore[arg-type]
         try:
-            documents = [d.path for d in library.documents(state="indexed")]
+            documents = [d.path for d in library.files.documents(state="indexed")]
             turns = sum(
                 len(library.conversations.turns(c.id)) for c in library.conversations.list()
             )
@@ -235,13 +235,13 @@ def cut_and_open(
         repairs = tuple(n.kind for n in library.recovery_notices)
         status = library.status()
         status_ok = isinstance(status.get("counts"), dict)
-        at_open = len(library.documents(state="indexed"))
+        at_open = len(library.files.documents(state="indexed"))
         library.search(PROBE_WORDS, mode="hybrid")
         library.sync()
         library.keyword.wait_for_merge()
         hits = library.search(PROBE_WORDS, mode="bm25")
         search_ok = any(PROBE_TEXT in h.text for h in hits)
-        indexed = {d.path for d in library.documents(state="indexed")}
+        indexed = {d.path for d in library.files.documents(state="indexed")}
         lost = len(baseline.documents - indexed)
         turns = sum(len(library.conversations.turns(c.id)) for c in library.conversations.list())
         turns_lost = max(0, baseline.turns - turns)

@@ -148,7 +148,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
             library = Library(settings, embedder=embedder)
             t = time.perf_counter()
             library.index(list(lib.folders))
-            library.wait_for_keyword_rebuild()  # a keyword file of an older layout
+            library.keyword.wait_for_merge()  # a keyword file of an older layout
             print(f"{lib.name}: indexed in {time.perf_counter() - t:.0f} s", flush=True)
             k = library.settings.top_k
             questions = lib.questions[: args.limit] if args.limit else lib.questions

@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.record import emit
 from bench.synthetic_library import WORDS, build_base, log, percentile
+from core.app.watch import FolderWatcher
 from core.config import Settings
 from core.embedding.models import load_embedder
-from core.indexing.watch import FolderWatcher
 from core.library import Library
 
 
@@ -145,7 +145,9 @@ def main() -> int:
         prefix = str(corpus / "bulk") + os.sep
         bulk_s = wait_for(
             lambda: (
-                sum(1 for d in library.documents(state="indexed") if d.path.startswith(prefix))
+                sum(
+                    1 for d in library.files.documents(state="indexed") if d.path.startswith(prefix)
+                )
                 >= args.bulk
                 and watcher.wait_idle(0.2)
             ),
@@ -155,7 +157,7 @@ def main() -> int:
         bulk_s += copy_s
         # The watcher keeps only its last 50 batches, so chunks are counted in the index.
         batches = [b for b in watcher.recent() if not b.reconcile and b.finished_at >= bulk_started]
-        bulk_chunks = sum(d.chunks for d in library.documents() if d.path.startswith(prefix))
+        bulk_chunks = sum(d.chunks for d in library.files.documents() if d.path.startswith(prefix))
         last_found = returned(library, f"Bulk record {args.bulk - 1}: crate {args.bulk - 1}")
         watcher.stop()
         library.close()

@@ -236,7 +236,7 @@ def timed_pipeline(library: Library, folder: Path) -> tuple[dict[str, float], in
         report = library.index([folder])
         # A keyword base rebuild the run started in the background is indexing work:
         # timed here, and never left running into the raw model's turn.
-        library.wait_for_keyword_rebuild()
+        library.keyword.wait_for_merge()
     return p, report.chunks_embedded
 
 
@@ -271,7 +271,7 @@ def pipeline_against_raw(
         return [f"{ctx}\n{text}" if ctx else text for ctx, text in rows]
 
     library.index([folders[0]])  # warm-up: first writes, vector file, keyword index
-    library.wait_for_keyword_rebuild()
+    library.keyword.wait_for_merge()
     totals = {k: 0.0 for k in ("p_wall", "p_cpu", "p_n", "r_wall", "r_cpu", "r_n")}
     per_round = []
     for r, folder in enumerate(folders[1:]):

@@ -98,7 +98,7 @@ def dump(args: argparse.Namespace) -> dict[str, object]:
     settings = replace(load_settings(), home=home)
     queries = list(beir.qrels)
     with Library(settings) as library:
-        by_path = {d.path: d.id for d in library.documents()}
+        by_path = {d.path: d.id for d in library.files.documents()}
         corpus_of = {by_path[p]: cid for p, cid in mapping.items() if p in by_path}
         t0 = time.monotonic()
         # As search embeds them: a model with a query form (e5's "query: ") gets it.
@@ -441,7 +441,7 @@ def stored_tune(args: argparse.Namespace) -> dict[str, object]:
     for split in ("train", "test"):
         with indexed_beir(Path(args.beir), split=split, settings=settings) as indexed:
             firsts = _first_stages(indexed)
-            by_path = {d.path: d.id for d in indexed.library.documents()}
+            by_path = {d.path: d.id for d in indexed.library.files.documents()}
             corpus_of = {by_path[p]: c for p, c in indexed.mapping.items() if p in by_path}
             scores = {p: _stored_ndcg(indexed, firsts, corpus_of, p) for p in dict.fromkeys(grid)}
             first = _stored_ndcg(indexed, firsts, corpus_of, RerankParams(weight=0.0))

@@ -44,7 +44,6 @@ from bench.llm_server import LLMServer
 from bench.record import emit
 from core.config import Settings
 from core.embedding.models import load_embedder
-from core.generation.llm import OpenAICompatClient
 from core.generation.prompt import (
     ANSWER_TOKENS,
     MIN_ANSWER_TOKENS,
@@ -54,6 +53,7 @@ from core.generation.prompt import (
 )
 from core.generation.qa import _dates
 from core.library import Library
+from core.llm import OpenAICompatClient
 from core.records import Hit
 
 SQUAD = Path("/work/shared/data/squad-small/squad_small.json")

@@ -321,7 +321,7 @@ def main() -> int:
     meter.resume()
     index_started = time.perf_counter()
     window.handle_drop([str(folder)])
-    wait(lambda: backend.indexing, 60)
+    wait(lambda: backend.indexing.active, 60)
 
     answered = 0
     panel = window.conversation
@@ -331,7 +331,7 @@ def main() -> int:
         "Which methods were used to measure gene expression?",
         "What reasons does the ReAct paper give for interleaving reasoning and acting?",
     ]
-    while answered < args.questions and backend.indexing:
+    while answered < args.questions and backend.indexing.active:
         meter.set_phase("indexing+answering")
         panel.input.setPlainText(questions[answered % len(questions)])
         panel.submit()
@@ -351,14 +351,14 @@ def main() -> int:
         meter.set_phase("indexing")
         wait(lambda: False, 2.0)
 
-    finished = wait(lambda: not backend.indexing, args.max_index_s)
+    finished = wait(lambda: not backend.indexing.active, args.max_index_s)
     index_s = time.perf_counter() - index_started
     if not finished:
-        backend.cancel_indexing()
-        wait(lambda: not backend.indexing, 60)
+        backend.indexing.cancel()
+        wait(lambda: not backend.indexing.active, 60)
     meter.set_phase("idle")
     wait(lambda: False, 1.0)
-    snap = backend.snapshot
+    snap = backend.view.snapshot
     counts = snap.folders[0] if snap and snap.folders else None
 
     meter.timer.stop()

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from platformdirs import user_data_dir
 
@@ -23,19 +23,22 @@ from core.private import make_private_dir, write_private
 APP_NAME = "Lectern"
 # core.embedding.models.DEFAULT_MODEL_ID (not imported: it loads numpy and the model code).
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# The settings that take one of a few words are typed with a Literal of those words, the
+# one list of them (TEXT_CHOICES, below Settings, reads them off): settings.json's other
+# words are replaced by the default and said, like numbers out of NUMERIC_BOUNDS, and a
+# change made while Lectern runs (core/settings_store.py) to another word is refused.
 # When indexing runs (core/indexing/throttle.py): always, only while the computer is otherwise
 # idle, or within a share (percent) of the computer's CPU, all cores together.
-INDEX_WHEN = ("always", "idle", "share")
+IndexWhen = Literal["always", "idle", "share"]
 # Where an answer's sources stand in the prompt (core/generation/prompt.py layout) and
 # how a follow-up question is made standalone.
-SOURCE_ORDERS = ("relevance", "edges")
-FOLLOWUP_REWRITES = ("model", "keywords")
-# The text settings that take one of a few words.
-TEXT_CHOICES: dict[str, tuple[str, ...]] = {
-    "index_when": INDEX_WHEN,
-    "source_order": SOURCE_ORDERS,
-    "followup_rewrite": FOLLOWUP_REWRITES,
-}
+SourceOrder = Literal["relevance", "edges"]
+FollowupRewrite = Literal["model", "keywords"]
+# How the keyword and meaning lists are fused: the keys of core/retrieval/fusion.py FUSIONS.
+FusionName = Literal["adaptive", "rrf"]
+INDEX_WHEN: tuple[IndexWhen, ...] = typing.get_args(IndexWhen)
+SOURCE_ORDERS: tuple[SourceOrder, ...] = typing.get_args(SourceOrder)
+FOLLOWUP_REWRITES: tuple[FollowupRewrite, ...] = typing.get_args(FollowupRewrite)
 
 # Fields of Settings that are not settings: never written to settings.json, nor read.
 _NOT_SAVED = ("home", "replaced", "embedding_model_chosen")
@@ -78,8 +81,9 @@ class ReplacedSetting:
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=data_dir)
-    # A key of core.generation.llm.backends.BACKENDS: "ollama", or "openai" for any
-    # OpenAI-compatible server.
+    # A key of core.llm.backends.BACKENDS: "ollama", or "openai" for any
+    # OpenAI-compatible server. Text, not a Literal: that table is the one list of kinds
+    # (adding one is its module and one row there), and the loader checks against it.
     llm_kind: str = "ollama"
     llm_url: str = ""  # empty: the backend's default (for Ollama, OLLAMA_HOST or its own)
     llm_model: str = "llama3.2"
@@ -91,14 +95,12 @@ class Settings:
     top_k: int = 6
     candidates: int = 100  # distinct documents per retriever, before fusion
     rrf_k: int = 60  # only for fusion "rrf"
-    fusion: str = (
-        "adaptive"  # "adaptive" (score-aware, per query; core/retrieval/fusion.py) or "rrf"
-    )
+    fusion: FusionName = "adaptive"  # score-aware, per query (core/retrieval/fusion.py)
     # Hybrid search re-scores its top documents by late interaction (core/retrieval/second_stage.py):
     # their passages are encoded again at query time, a fraction of a second.
     rerank: bool = True
     # An answer's candidate sources are put in order by the LLM itself first
-    # (core/retrieval/llm_order.py): seconds before the answer starts, so off unless asked for.
+    # (core/generation/llm_order.py): seconds before the answer starts, so off unless asked for.
     llm_rerank: bool = False
     # The sources a model reads are the passages found widened to their neighbouring
     # chunks of the same section, as far as the prompt has room (core/generation/widen.py).
@@ -111,10 +113,10 @@ class Settings:
     # A long passage is sent to the model as its sentences around what the question
     # matches (core/generation/extractive.py excerpts), not whole.
     source_excerpts: bool = True
-    source_order: str = "relevance"  # one of SOURCE_ORDERS
+    source_order: SourceOrder = "relevance"
     source_dates: bool = True
     prefer_newest: bool = False
-    followup_rewrite: str = "model"  # one of FOLLOWUP_REWRITES
+    followup_rewrite: FollowupRewrite = "model"
     # Low: a grounded answer leaves little room for invention. 0 makes runs repeatable.
     answer_temperature: float = 0.1
     # The longest answer a model may write, in tokens: a small model can repeat itself
@@ -138,7 +140,7 @@ class Settings:
     ocr_memory_mb: int = 1536
     ignore_patterns: tuple[str, ...] = ()
     embed_batch_size: int = 32
-    index_when: str = "always"  # one of INDEX_WHEN
+    index_when: IndexWhen = "always"
     index_cpu_share: int = 50  # percent of all cores, for index_when "share"
     # Values of settings.json that were out of range when it was loaded, with the value
     # used instead: the CLI and the app say them when the library opens. Not a setting.
@@ -165,7 +167,7 @@ class Settings:
         """The model server address by the rules of ``llm_kind``'s backend (the environment
         of this process applied); a malformed one raises ConfigError naming its source."""
         # Imported here: the table loads the HTTP clients.
-        from core.generation.llm.backends import backend_for
+        from core.llm.backends import backend_for
 
         return backend_for(self.llm_kind).resolve_url(self)
 
@@ -183,6 +185,14 @@ class Settings:
         if "embedding_model" in changes:
             changes["embedding_model_chosen"] = True
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+# The settings that take one of a few words, with their words: each one's Literal.
+TEXT_CHOICES: dict[str, tuple[str, ...]] = {
+    name: typing.get_args(kind)
+    for name, kind in typing.get_type_hints(Settings).items()
+    if typing.get_origin(kind) is Literal
+}
 
 
 def load_settings(home: Path | None = None) -> Settings:
@@ -207,11 +217,11 @@ def load_settings(home: Path | None = None) -> Settings:
     }
     replaced = []
     for name, value in list(values.items()):
-        if name in NUMERIC_BOUNDS:
-            used = _in_bounds(name, value, path)
-            if isinstance(used, ReplacedSetting):
-                replaced.append(used)
-                values[name] = used.used
+        expected = _outside(name, value)
+        if expected is not None:
+            used = _replaced(name, value, expected, path)
+            replaced.append(used)
+            values[name] = used.used
     return replace(
         base,
         **values,
@@ -243,33 +253,60 @@ NUMERIC_BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 
-def _in_bounds(name: str, value: Any, path: Path) -> Any:
-    """``value`` when it is within its setting's bounds, else a ReplacedSetting."""
-    low, high = NUMERIC_BOUNDS[name]
-    if low <= value <= high:  # False for NaN too
-        return value
-    default = next(f.default for f in fields(Settings) if f.name == name)
-    whole = isinstance(default, int)
-    expected = f"{'a whole number' if whole else 'a number'} from {low:g} to {high:g}" + (
-        "" if whole or not name.endswith("_s") else " (seconds)"
-    )
-    shown = f"{value:g}" if isinstance(value, float) else str(value)
-    if len(shown) > 40:
-        shown = f"{shown[:20]}…"
+def check_settings(settings: Settings, names: Iterable[str]) -> None:
+    """ConfigError for the first of ``names`` whose value is outside its setting's bounds
+    or words. A change made while Lectern runs (core/settings_store.py) is refused, where
+    one read from settings.json is replaced (load_settings): its caller is there to say so."""
+    for name in names:
+        value = getattr(settings, name)
+        expected = _outside(name, value)
+        if expected is not None:
+            raise ConfigError(
+                f"The setting {name!r} cannot be {_shown(value)}: it takes {expected}."
+            )
+
+
+def _outside(name: str, value: object) -> str | None:
+    """What the setting takes, in words, when ``value`` is outside its bounds (numbers) or
+    its words (TEXT_CHOICES, llm_kind); None when it is within them or the setting has
+    neither."""
+    if name in NUMERIC_BOUNDS:
+        low, high = NUMERIC_BOUNDS[name]
+        if isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high:
+            return None  # (False for NaN too)
+        whole = isinstance(_default_of(name), int)
+        return f"{'a whole number' if whole else 'a number'} from {low:g} to {high:g}" + (
+            "" if whole or not name.endswith("_s") else " (seconds)"
+        )
+    choices = _llm_kinds() if name == "llm_kind" else TEXT_CHOICES.get(name)
+    if choices is None or value in choices:
+        return None
+    words = [f'"{c}"' for c in choices]
+    return f"one of {', '.join(words[:-1])} or {words[-1]}"
+
+
+def _replaced(name: str, value: object, expected: str, path: Path) -> ReplacedSetting:
+    """The default used instead of ``value`` (outside what the setting takes), said."""
+    default = _default_of(name)
     return ReplacedSetting(
         name,
         value,
         default,
-        f"The setting {name!r} in {path} is {shown}, which is not {expected}; Lectern uses "
-        f"{default:g} instead.",
+        f"The setting {name!r} in {path} is {_shown(value)}, which is not {expected}; "
+        f"Lectern uses {_shown(default)} instead.",
         f"Change {name!r} in {path} to {expected}, or remove the line to use the default.",
     )
+
+
+def _shown(value: object) -> str:
+    shown = f"{value:g}" if isinstance(value, float) else json.dumps(value, default=str)
+    return f"{shown[:20]}…" if len(shown) > 40 else shown
 
 
 def _llm_kinds() -> tuple[str, ...]:
     """The model server kinds there are: the keys of the backends' table."""
     # Imported only when settings.json names a kind: the table loads the HTTP clients.
-    from core.generation.llm.backends import BACKEND_KEYS
+    from core.llm.backends import BACKEND_KEYS
 
     return BACKEND_KEYS
 
@@ -287,10 +324,8 @@ def _checked_value(name: str, value: object, default: object, path: Path) -> Any
 
     if default is MISSING:  # every setting has a default; typed all the same
         return _typed(name, value, bad)
-    choices = _llm_kinds() if name == "llm_kind" else TEXT_CHOICES.get(name)
-    if choices is not None and value not in choices:
-        words = [f'"{c}"' for c in choices]
-        raise bad(f"one of {', '.join(words[:-1])} or {words[-1]}")
+    if name == "llm_kind" or name in TEXT_CHOICES:
+        return value  # a value outside the setting's words is replaced (load_settings)
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise bad("true or false")

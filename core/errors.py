@@ -6,9 +6,12 @@ Each subclass carries a plain-language ``message`` (what happened) and a ``hint`
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Mapping
+from typing import Any
 
-from core.ingest.formats import readable_formats
+from core.formats import readable_formats
 
 
 class LecternError(Exception):
@@ -267,3 +270,33 @@ class CollectionNotFoundError(CollectionError):
         "Choose what to search from the scope on the question box, or see "
         "`lectern collection list`."
     )
+
+
+# --- an error as JSON (the socket, ``lectern ask --json``) ---------------------------------
+
+
+def error_to_json(error: LecternError) -> dict[str, object]:
+    """``error`` as its class's name, its words and, for a missing model, the model."""
+    data: dict[str, object] = {
+        "type": type(error).__name__,
+        "message": error.message,
+        "hint": error.hint,
+    }
+    model = getattr(error, "model", None)
+    if model:
+        data["model"] = model
+    return data
+
+
+def error_from_json(data: Mapping[str, Any]) -> LecternError:
+    """The error ``error_to_json`` wrote, as its own class where this module has it, so a
+    front end says the same words (and ``lectern ask --json`` names the same type)."""
+    message, hint = str(data.get("message", "")), str(data.get("hint", ""))
+    cls = globals().get(str(data.get("type", "")))
+    error: LecternError = LecternError(message, hint)
+    if isinstance(cls, type) and issubclass(cls, LecternError):
+        with contextlib.suppress(TypeError):
+            error = cls(message, hint)
+    if data.get("model"):
+        error.model = str(data["model"])  # type: ignore[attr-defined]
+    return error

@@ -47,6 +47,7 @@ from core.errors import (
     ReadOnlyLibraryError,
     StoreError,
 )
+from core.formats import reader_versions
 from core.indexing.indexer import Controls, Indexer, ProgressCallback
 from core.indexing.model_switch import (
     CHOSEN_KEY,
@@ -56,37 +57,32 @@ from core.indexing.model_switch import (
     multilingual_available,
 )
 from core.indexing.reembed import ReembedStatus
-from core.indexing.scan import normalize_folder
-from core.ingest.formats import reader_versions
 from core.ingest.ocr import OcrOptions
 from core.ingest.sandbox import ParserPool
 from core.private import make_private_dir, shared, tighten
 from core.records import (
-    Collection,
     Conversation,
     ConversationMatch,
-    Document,
     FileEntry,
     FolderStatus,
     Hit,
     IndexReport,
-    PageSpan,
     RecoveryNotice,
     Scope,
     SearchFilters,
     Turn,
-    WordBox,
 )
 from core.retrieval.fusion import LibraryCalibration, SurerList, fusion_params
 from core.retrieval.search import Retriever
 from core.retrieval.second_stage import RerankParams
-from core.store import ocr as ocr_store
+from core.settings_store import SettingsStore
 from core.store.backup import RecordBackup
 from core.store.collections import CollectionStore
 from core.store.conversations import ConversationStore
 from core.store.db import classify_open_error, named_file
 from core.store.documents import DocumentStore
 from core.store.keyword import KeywordIndex
+from core.store.paths import normalize_folder
 from core.store.pieces import PieceStore
 from core.store.recovery import open_database, start_anew
 from core.store.reembed import ReembedStore
@@ -99,6 +95,18 @@ READER_VERSIONS_KEY = (
     "reader_versions"  # meta: each format's reader version the files were read with
 )
 KEYWORD_FILE = "keyword.duckdb"
+# The settings the library's retriever is made from, and the indexing pace's.
+_RETRIEVER_SETTINGS = frozenset({"candidates", "rrf_k", "fusion", "rerank"})
+_PACE_SETTINGS = frozenset({"index_when", "index_cpu_share"})
+
+
+class FileReader(Protocol):
+    """What the read-only commands read of the library's files: the store itself, or the
+    running Lectern's over its socket (:class:`core.ipc.client.RemoteFiles`)."""
+
+    def file_list(
+        self, folder: str | None = None, status: str | None = None
+    ) -> list[FileEntry]: ...
 
 
 class ConversationReader(Protocol):
@@ -108,6 +116,10 @@ class ConversationReader(Protocol):
     def require(self, conversation_id: int) -> Conversation: ...
 
     def turns(self, conversation_id: int) -> list[Turn]: ...
+
+    def search(self, query: str, limit: int = 100) -> list[ConversationMatch]: ...
+
+    def export(self, conversation_id: int) -> str: ...
 
     # Last: below it, ``list`` in this class names the method, not the type.
     def list(self, limit: int = 100) -> list[Conversation]: ...
@@ -123,9 +135,8 @@ class LibraryReader(Protocol):
 
     def status(self) -> dict[str, object]: ...
 
-    def file_list(
-        self, folder: str | None = None, status: str | None = None
-    ) -> list[FileEntry]: ...
+    @property
+    def files(self) -> FileReader: ...
 
     def search(
         self,
@@ -141,17 +152,18 @@ class LibraryReader(Protocol):
     @property
     def conversations(self) -> ConversationReader: ...
 
-    def search_conversations(self, query: str, limit: int = 100) -> list[ConversationMatch]: ...
-
-    def export_conversation(self, conversation_id: int) -> str: ...
-
     def close(self) -> None: ...
 
 
 class Library:
+    """The library's own work (opening and closing, the model, indexing its folders,
+    search, status) and its record as services: ``files`` (folders, documents, their
+    text and pages), ``conversations``, ``collections`` (and each conversation's scope)
+    and ``settings_store``. Callers use the services directly."""
+
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: Settings | SettingsStore | None = None,
         *,
         embedder: Embedder | None = None,
         migrate: bool = True,
@@ -165,8 +177,16 @@ class Library:
         library) and handed over with ``adopt_embedder`` or loaded with ``load_model``;
         until then a hybrid search ranks by keyword alone and ``embedder`` raises
         ModelNotReadyError instead of loading it, so searches and quoted answers never
-        wait seconds for a model that is on its way."""
-        self.settings = settings or load_settings()
+        wait seconds for a model that is on its way.
+
+        ``settings``: the store the app keeps its settings in, which the library then
+        reads and changes them through (and follows: see ``_settings_changed``); given
+        as ``Settings`` or not at all (settings.json), they get a store of their own."""
+        self.settings_store = (
+            settings
+            if isinstance(settings, SettingsStore)
+            else SettingsStore(settings or load_settings())
+        )
         # Private whatever the umask of a program using the library as a module: the
         # folder is what keeps DuckDB's own files (made by its umask) from other accounts.
         make_private_dir(self.settings.home)
@@ -221,7 +241,7 @@ class Library:
             ),
         )
         self.indexer = Indexer(
-            self.store,
+            self.files,
             self.keyword,
             lambda: self.vectors,
             lambda: self.embedder,
@@ -231,7 +251,8 @@ class Library:
             self.settings.ignore_patterns,
             embed_batch_size=self.settings.embed_batch_size,
         )
-        self.indexer.on_removed.append(self._forget_in_conversations)
+        # A removed file leaves no cached answer text behind.
+        self.indexer.on_removed.append(self.conversations.forget_documents)
         # The second stage's word pieces are kept while it is on (settings may change).
         self.indexer.pieces = lambda: self.pieces if self.settings.rerank else None
         self.set_index_pace(self.settings.index_when, self.settings.index_cpu_share)
@@ -239,15 +260,28 @@ class Library:
             self._start_reembedding()
         if self._may_choose_model():
             self.indexer.choose_model = self._choose_first_model
+        self._stop_following = self.settings_store.subscribe(self._settings_changed)
+
+    @property
+    def settings(self) -> Settings:
+        return self.settings_store.current
+
+    def _settings_changed(self, _settings: Settings, changed: frozenset[str]) -> None:
+        """What the library built from the settings, made again from the current ones
+        (read here, not from the call: changes on two threads may be told out of order).
+        The rest is read at each use (top_k, the model server, the answers' and the word
+        pieces' settings) or at the next open (parsing, OCR, ignored files, batch size,
+        chunk overlap; a new model is ``change_embedding_model``'s)."""
+        if changed & _RETRIEVER_SETTINGS:
+            with self._lock:
+                self._drop_retriever()  # made from the new settings at the next search
+        if changed & _PACE_SETTINGS:
+            self.set_index_pace(self.settings.index_when, self.settings.index_cpu_share)
 
     def set_index_pace(self, when: str, cpu_share: int) -> None:
         """When indexing may run (core/indexing/throttle.py); a running index or watcher batch
         follows the change at its next file or batch."""
         self.indexer.throttle.configure(when, cpu_share)
-
-    def _forget_in_conversations(self, paths: Sequence[str]) -> None:
-        """A removed file leaves no cached answer text behind."""
-        self.conversations.forget_documents(paths)
 
     # --- repairs at open ----------------------------------------------------------------
 
@@ -287,9 +321,9 @@ class Library:
     def _open_parts(self, notices: Sequence[RecoveryNotice]) -> None:
         self.read_only = self.db.read_only
         self.recovery_notices = []
-        self.store = DocumentStore(self.db)
+        self.files = DocumentStore(self.db)
         self.conversations = ConversationStore(self.db, self.backup)
-        self.collection_store = CollectionStore(self.db)
+        self.collections = CollectionStore(self.db, self.backup, self.files.folders)
         # A database started anew after damage numbers its chunks from 1 again: the
         # keyword file built from the old one is emptied and rebuilt.
         rebuilt = any(n.kind == "library_rebuilt" for n in notices)
@@ -358,14 +392,14 @@ class Library:
         if self.read_only:
             return
         if any(n.kind in ("library_rebuilt", "log_set_aside", "log_cut_short") for n in notices):
-            self.store.add_folders(self.backup.load_folders())
+            self.files.add_folders(self.backup.load_folders())
             self.conversations.restore(self.backup.load_conversations())
-            self._restore_collections()
+            self.collections.restore(self.backup.load_collections())
         elif not self.backup.exists() or self.backup.set_aside_unreadable():
             # A first open, or a backup file cut short or garbled (set aside, never
             # written over): written again from the record now, while the record is whole.
-            self.backup.save_folders(self.folders())
-            self.backup.save_collections([c.to_json() for c in self.collections()])
+            self.backup.save_folders(self.files.folders())
+            self.collections.back_up_all()
             self.conversations.back_up_all()
         for notice in self.backup.take_notices():
             self._notice(notice)
@@ -467,6 +501,13 @@ class Library:
                 )
             return self._retriever
 
+    def _drop_retriever(self) -> None:
+        """Under ``_lock``: the next search makes a new retriever; what the old one learnt
+        of the lists' sureness is kept first."""
+        if self._retriever is not None:
+            self._retriever.calibration.flush()
+        self._retriever = None
+
     def _fusion_calibration(self, model_id: str) -> LibraryCalibration:
         """The library's record of which list was surer (core/retrieval/fusion.py), per
         model, since it is the model's meaning list that it weighs."""
@@ -511,7 +552,7 @@ class Library:
         # A library from before versions were kept read its files with version 1 of each.
         changed = [k for k, v in current.items() if int(stored.get(k, 1) or 1) < v]
         try:
-            marked = self.store.mark_reread(
+            marked = self.files.mark_reread(
                 changed, {READER_VERSIONS_KEY: json.dumps(current, sort_keys=True)}
             )
         except duckdb.Error as exc:
@@ -551,7 +592,7 @@ class Library:
         self.reembed_store.cancel()
         dim = self._embedder.dim if self._embedder else DEFAULT_DIM
         version = int(self.db.get_meta("content_version", "0") or 0) + 1
-        self.store.set_index_config(
+        self.files.set_index_config(
             {
                 "index_config": self.index_config,
                 "embedding_model": self.models.current,
@@ -602,8 +643,8 @@ class Library:
             and self.settings.embedding_model == DEFAULT_MODEL_ID
         ):
             self.models.want(chosen)
-            # Not a change of the person's (with_changes would make it one).
-            self.settings = replace(self.settings, embedding_model=chosen)
+            # Not a change of the person's (with_changes would make it one), nor saved.
+            self.settings_store.replace(replace(self.settings, embedding_model=chosen), save=False)
 
     def _choose_first_model(self, passages: list[str]) -> None:
         """Called by the indexer before the first passage of a library without vectors
@@ -625,8 +666,7 @@ class Library:
             self._embedder = embedder
         with self._lock:
             self.models.want(model_id)
-            self.settings = self.settings.with_changes(embedding_model=model_id)
-            self.store.set_index_config(
+            self.files.set_index_config(
                 {
                     "index_config": self.index_config,
                     "embedding_model": model_id,
@@ -638,13 +678,11 @@ class Library:
             if self._vectors is not None and self._vectors.dim != embedder.dim:
                 self._vectors = None  # empty: opened again at the new model's size
                 self.settings.vectors_path.unlink(missing_ok=True)
-            if self._retriever is not None:
-                self._retriever.calibration.flush()
-            self._retriever = None  # it embeds questions with the model it was made with
+            self._drop_retriever()  # it embeds questions with the model it was made with
             self.indexer.index_config = self.index_config
         try:
-            load_settings(self.settings.home).with_changes(embedding_model=model_id).save()
-        except (ConfigError, OSError) as exc:
+            self.settings_store.update(embedding_model=model_id)
+        except OSError as exc:
             # The library keeps the model all the same (_keep_first_model).
             log.warning("settings.json does not record the multilingual model: %s", exc)
         self._model_notice = chosen_message(mix)
@@ -688,9 +726,7 @@ class Library:
         with self._lock:
             self.models.current = embedder.model_id
             self._vectors = vectors
-            if self._retriever is not None:
-                self._retriever.calibration.flush()
-            self._retriever = None
+            self._drop_retriever()
         self.indexer.index_config = config
 
     def reembedding_status(self) -> ReembedStatus | None:
@@ -710,7 +746,10 @@ class Library:
             self.indexer.choose_model = None  # the person chose
             if model_id == self.models.target:
                 return
-            self.settings = self.settings.with_changes(embedding_model=model_id)
+            # Saved by the caller (the app, beside its other settings), as before a reopen.
+            self.settings_store.replace(
+                self.settings.with_changes(embedding_model=model_id), save=False
+            )
             # As at open: the wanted model first, then the stored configuration decides
             # (a model change alone is re-embedded; back to the stored one cancels it).
             self.models.want(model_id)
@@ -718,32 +757,14 @@ class Library:
             if self.switching_model:
                 self._start_reembedding()
 
-    def pause_model_switch(self, paused: bool) -> None:
-        """Hold (True) or let go on (False) the re-embedding of a model change; the app's
-        Pause and Resume of indexing do this too; a switch started meanwhile starts held."""
-        self.models.pause(paused)
-
-    def wait_for_model_switch(self, timeout: float | None = None) -> bool:
-        """Wait until a change of model is switched to (True; at once when none is
-        pending), it failed or ``timeout`` passed (False)."""
-        return self.models.wait(timeout)
-
-    def wait_for_keyword_rebuild(self) -> None:
-        """Wait until a keyword index being rebuilt in the background (after an upgrade
-        of its format, or damage) is switched in."""
-        self.keyword.wait_for_merge()
-
     # --- folders --------------------------------------------------------------------
-
-    def folders(self) -> list[str]:
-        return self.store.folders()
 
     def add_folder(self, path: str | Path) -> str:
         folder = normalize_folder(path)
         if not os.path.exists(folder):
             raise LecternError(f"{folder} does not exist.", "Check the path and try again.")
-        self.store.add_folders([folder])
-        self.backup.save_folders(self.folders())
+        self.files.add_folders([folder])
+        self.backup.save_folders(self.files.folders())
         return folder
 
     def remove_folder(self, path: str | Path) -> int:
@@ -752,9 +773,9 @@ class Library:
         ``folder_online``.)"""
         folder = normalize_folder(path)
         with self.indexer.lock:  # a running sync must not re-add what is being removed
-            removed = self.indexer.remove_paths(self.store.paths_in_folder(folder))
-            self.store.remove_folder(folder, _DEVICE_KEY + folder)
-            self.backup.save_folders(self.folders())
+            removed = self.indexer.remove_paths(self.files.paths_in_folder(folder))
+            self.files.remove_folder(folder, _DEVICE_KEY + folder)
+            self.backup.save_folders(self.files.folders())
             self.indexer.publish()
         return removed
 
@@ -801,7 +822,7 @@ class Library:
                 self.add_folder(path)
             targets = [normalize_folder(p) for p in paths]
         else:
-            targets = self.folders()
+            targets = self.files.folders()
         online = self._mark_online(targets)
         return self.indexer.run(online, progress=progress, controls=controls)
 
@@ -816,7 +837,7 @@ class Library:
         a cheap stat-only pass that re-reads only files whose size or mtime changed.
         Offline folders are marked and left alone."""
         self._refuse_indexing_if_read_only()
-        known = self.folders()
+        known = self.files.folders()
         wanted = {normalize_folder(f) for f in folders} if folders is not None else None
         targets = [f for f in known if wanted is None or f in wanted]
         online = self._mark_online(targets)
@@ -831,7 +852,7 @@ class Library:
     ) -> IndexReport:
         """Re-check just these paths (changed, created or deleted) against the disk."""
         self._refuse_indexing_if_read_only()
-        folders = [f for f in self.folders() if self.folder_online(f)]
+        folders = [f for f in self.files.folders() if self.folder_online(f)]
         return self.indexer.run(
             folders, only=[normalize_folder(p) for p in paths], progress=progress, controls=controls
         )
@@ -847,7 +868,7 @@ class Library:
         counts every one of them."""
         chosen = [paths] if isinstance(paths, str) else list(paths)
         for path in chosen:
-            self.store.mark_pending(normalize_folder(path))
+            self.files.mark_pending(normalize_folder(path))
         return self.sync_files(chosen, progress=progress, controls=controls)
 
     def _refuse_indexing_if_read_only(self) -> None:
@@ -863,7 +884,7 @@ class Library:
     def _mark_online(self, folders: Sequence[str]) -> list[str]:
         """Record which folders are online; returns those."""
         online = [f for f in folders if self.folder_online(f)]
-        self.store.set_folder_states({f: "online" if f in online else "offline" for f in folders})
+        self.files.set_folder_states({f: "online" if f in online else "offline" for f in folders})
         return online
 
     # --- reading --------------------------------------------------------------------
@@ -889,7 +910,7 @@ class Library:
                 (*scope.folders, *(folders or ())),
                 (*scope.types, *(types or ())),
             )
-            filters = self.scope_filters(merged)
+            filters = self.collections.filters_for(merged)
             if filters is None:  # a scope whose folders all left the library
                 return []
         else:
@@ -906,135 +927,8 @@ class Library:
         ):  # never across a switch of model (core/indexing/reembed.py)
             return self.retriever.search(query, k or self.settings.top_k, mode, filters, lead)
 
-    # --- collections and scopes -------------------------------------------------------
-
-    def collections(self) -> list[Collection]:
-        return self.collection_store.all()
-
-    def collection(self, name: str) -> Collection | None:
-        return self.collection_store.get(name)
-
-    def create_collection(self, name: str, folders: Sequence[str | Path] = ()) -> Collection:
-        made = self.collection_store.create(name, self._library_folders(folders))
-        self._back_up_collections()
-        return made
-
-    def rename_collection(self, old: str, new: str) -> Collection:
-        renamed = self.collection_store.rename(old, new)
-        self._back_up_collections()
-        return renamed
-
-    def delete_collection(self, name: str) -> None:
-        self.collection_store.delete(name)
-        self._back_up_collections()
-
-    def add_to_collection(self, name: str, folders: Sequence[str | Path]) -> Collection:
-        changed = self.collection_store.add_folders(name, self._library_folders(folders))
-        self._back_up_collections()
-        return changed
-
-    def remove_from_collection(self, name: str, folders: Sequence[str | Path]) -> Collection:
-        changed = self.collection_store.remove_folders(name, [normalize_folder(f) for f in folders])
-        self._back_up_collections()
-        return changed
-
-    def _back_up_collections(self) -> None:
-        self.backup.save_collections([c.to_json() for c in self.collections()])
-
-    def _restore_collections(self) -> None:
-        """Into a library rebuilt after damage: the collections it lost, from the backup."""
-        from core.errors import CollectionError
-
-        for saved in self.backup.load_collections():
-            name, folders = saved.get("name"), saved.get("folders")
-            if not isinstance(name, str) or self.collection_store.get(name) is not None:
-                continue
-            kept = [f for f in folders if isinstance(f, str)] if isinstance(folders, list) else []
-            try:
-                self.collection_store.create(name, kept)
-            except CollectionError:
-                continue  # a name the store no longer takes: the rest still come back
-
-    def document_types(self) -> list[str]:
-        """The file types among the indexed documents (for choosing a scope)."""
-        return self.collection_store.document_types()
-
-    def _in_library(self, folder: str, library: Sequence[str]) -> bool:
-        return any(folder == f or folder.startswith(f.rstrip(os.sep) + os.sep) for f in library)
-
-    def _library_folders(self, folders: Sequence[str | Path]) -> list[str]:
-        """``folders`` normalised; each must be a library folder or inside one."""
-        from core.errors import CollectionError
-
-        library = self.folders()
-        chosen = [normalize_folder(f) for f in folders]
-        for folder in chosen:
-            if not self._in_library(folder, library):
-                raise CollectionError(
-                    f"{folder} is not in the library.",
-                    "Add the folder to the library first (`lectern index FOLDER`, or "
-                    "Add folder… in the app), then to the collection.",
-                )
-        return chosen
-
-    def scope_filters(self, scope: Scope) -> SearchFilters | None:
-        """The search filters for ``scope``; None when it leaves nothing to search (its
-        collections' and folders' folders have all left the library). A collection that
-        does not exist raises CollectionNotFoundError: a conversation kept to a deleted
-        collection says so rather than searching everything."""
-        from core.store.collections import not_found
-
-        if not scope:
-            return SearchFilters()
-        library = self.folders()
-        wanted: list[str] = []
-        if scope.collections:
-            known = {c.name.lower(): c for c in self.collections()}
-            for name in scope.collections:
-                found = known.get(name.lower())
-                if found is None:
-                    raise not_found(name)
-                wanted.extend(found.folders)
-        wanted.extend(normalize_folder(f) for f in scope.folders)
-        kept = tuple(dict.fromkeys(f for f in wanted if self._in_library(f, library)))
-        if (scope.collections or scope.folders) and not kept:
-            return None
-        return SearchFilters(kept, tuple(dict.fromkeys(t.lower() for t in scope.types)))
-
-    def conversation_scope(self, conversation_id: int) -> Scope:
-        return self.collection_store.scope(conversation_id)
-
-    def set_conversation_scope(self, conversation_id: int, scope: Scope) -> None:
-        self.collection_store.set_scope(conversation_id, scope)
-
-    def delete_conversation(self, conversation_id: int) -> None:
-        """A conversation and what it searched go together."""
-        self.conversations.delete(conversation_id)
-        self.collection_store.delete_scope(conversation_id)
-
-    def documents(self, folder: str | None = None, state: str | None = None) -> list[Document]:
-        return self.store.documents(normalize_folder(folder) if folder else None, state)
-
-    def file_list(self, folder: str | None = None, status: str | None = None) -> list[FileEntry]:
-        """Every file of the library (or of one folder) with its state, reason, pages and
-        passages, failed and skipped first: the library's health at a glance. ``status``:
-        one of ``FILE_STATUSES`` ("waiting" is pending; "indexed" includes "keyword only")."""
-        return self.store.file_list(normalize_folder(folder) if folder else None, status)
-
-    def document_text(self, document_id: int) -> str:
-        return self.store.document_text(document_id)
-
-    def document_pages(self, document_id: int) -> list[PageSpan]:
-        return self.store.document_pages(document_id)
-
-    def page_at(self, document_id: int, offset: int) -> int | None:
-        for span in self.document_pages(document_id):
-            if span.start <= offset < span.end:
-                return span.page
-        return None
-
     def folder_status(self) -> list[FolderStatus]:
-        read_by_ocr = ocr_store.ocr_counts(self.db.cursor())
+        read_by_ocr = self.files.ocr_counts()
         return [
             FolderStatus(
                 path,
@@ -1046,22 +940,13 @@ class Library:
                 chunks,
                 ocr=read_by_ocr.get(path, 0),
             )
-            for path, indexed, failed, skipped, pending, chunks in self.store.folder_counts()
+            for path, indexed, failed, skipped, pending, chunks in self.files.folder_counts()
         ]
-
-    def ocr_words(self, document_id: int, start: int, end: int) -> list[WordBox]:
-        """Words read by OCR in characters ``[start, end)`` of a document, with their
-        boxes on the page (none for text that came from a text layer)."""
-        return ocr_store.words_in(self.db.cursor(), document_id, start, end)
-
-    def ocr_pages(self, document_id: int) -> list[int]:
-        """The pages of a document whose text was read by OCR."""
-        return ocr_store.ocr_pages(self.db.cursor(), document_id)
 
     def searchable(self) -> tuple[int, int]:
         """Passages searchable (by keyword, by meaning). Indexing writes passages first
         and embeds them behind, so meaning search can lag behind keyword search."""
-        embedded, chunks = self.store.embedding_counts()
+        embedded, chunks = self.files.embedding_counts()
         # While the keyword file is rebuilt after damage, nothing is keyword-searchable.
         return (0 if self.keyword.status() in ("rebuilding", "unavailable") else chunks), embedded
 
@@ -1070,11 +955,11 @@ class Library:
         sampled again only once the library has grown or shrunk by a tenth: `status`,
         the app's snapshots and the evals all ask, and a sample reads a thousand
         passages."""
-        chunks = self.store.counts()[1]
+        chunks = self.files.counts()[1]
         cached = self._language_mix
         if cached is not None and cached[0] and abs(chunks - cached[0]) < cached[0] / 10:
             return cached[1]
-        mix = language_mix(self.store.sample_chunk_texts(LANGUAGE_SAMPLE))
+        mix = language_mix(self.files.sample_chunk_texts(LANGUAGE_SAMPLE))
         self._language_mix = (chunks, mix)
         return mix
 
@@ -1097,7 +982,7 @@ class Library:
         return model_advice(mix or self.language_mix(), self.db.get_meta("embedding_model"))
 
     def status(self) -> dict[str, object]:
-        counts, chunks = self.store.counts()
+        counts, chunks = self.files.counts()
         by_keyword, by_meaning = self.searchable()
         switching = self.reembedding_status()
         mix = self.language_mix()
@@ -1116,11 +1001,11 @@ class Library:
                     "pages": d.pages,
                     "size": d.size,
                 }
-                for d in self.documents()
+                for d in self.files.documents()
             ],
             "counts": counts,
             "chunks": chunks,
-            "collections": [c.to_json() for c in self.collections()],
+            "collections": [c.to_json() for c in self.collections.all()],
             "searchable": {"keyword": by_keyword, "meaning": by_meaning},
             "embedding_model": self.db.get_meta("embedding_model"),
             "languages": mix.to_json(),
@@ -1138,29 +1023,11 @@ class Library:
             },
         }
 
-    # --- conversations ----------------------------------------------------------------
-
-    def rename_conversation(self, conversation_id: int, title: str) -> Conversation:
-        return self.conversations.rename(conversation_id, title)
-
-    def search_conversations(self, query: str, limit: int = 100) -> list[ConversationMatch]:
-        return self.conversations.search(query, limit)
-
-    def export_conversation(self, conversation_id: int, path: str | Path | None = None) -> str:
-        """The conversation as Markdown with its cited passages (core/generation/export.py); written
-        to ``path`` too when one is given."""
-        from core.generation.export import conversation_markdown, write_export
-
-        conversation = self.conversations.require(conversation_id)
-        text = conversation_markdown(conversation, self.conversations.turns(conversation_id))
-        if path is not None:
-            write_export(path, text)
-        return text
-
     def close(self) -> None:
         # Background work is stopped first. A re-embedding keeps what it stored (the next
         # open resumes it); a keyword base rebuild's tables are new and unused, so nothing
         # is lost (the next run starts it again).
+        self._stop_following()  # the app's store outlives its library
         self.models.stop()
         self.keyword.close()
         with self._lock:

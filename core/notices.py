@@ -126,7 +126,7 @@ def _homepage(distribution: metadata.Distribution) -> str:
     for entry in meta.get_all("Project-URL") or ():
         label, _, url = entry.partition(",")
         if label.strip().lower() in {"homepage", "home", "source", "repository", "source code"}:
-            return url.strip()
+            return str(url).strip()
     return ""
 
 

@@ -19,7 +19,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from core.ingest.formats import FORMATS
+from core.errors import LecternError, error_from_json, error_to_json
+from core.formats import FORMATS
 
 
 class DocState(str, Enum):
@@ -57,6 +58,7 @@ LOCATION_UNITS: dict[str, str] = {f.kind: f.unit for f in FORMATS if f.unit is n
 # Types whose heading path starts with the sheet's name (and then its header row): those
 # whose places are rows.
 SHEET_TYPES = frozenset(kind for kind, unit in LOCATION_UNITS.items() if unit == "row")
+SLIDE_TYPES = frozenset(kind for kind, unit in LOCATION_UNITS.items() if unit == "slide")
 
 
 def location_label(
@@ -235,7 +237,7 @@ FILE_STATUSES = ("failed", "skipped", "waiting", "keyword only", "indexed")
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One document as the library's file list shows it (``Library.file_list``): its state
+    """One document as the library's file list shows it (``DocumentStore.file_list``): its state
     and reason, and how much of it is searchable each way."""
 
     path: str
@@ -282,25 +284,6 @@ class FileEntry:
             "ocr": self.ocr,
         }
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FileEntry:
-        indexed_at = data.get("indexed_at")
-        return cls(
-            path=str(data["path"]),
-            folder=str(data.get("folder") or ""),
-            type=str(data.get("type") or ""),
-            title=str(data.get("title") or ""),
-            state=DocState(data["state"]),
-            reason=str(data.get("reason") or ""),
-            pages=int(data.get("pages") or 0),
-            passages=int(data.get("passages") or 0),
-            embedded=int(data.get("embedded") or 0),
-            size=int(data.get("size") or 0),
-            mtime=float(data.get("mtime") or 0.0),
-            indexed_at=float(indexed_at) if indexed_at is not None else None,
-            ocr=bool(data.get("ocr")),
-        )
-
 
 @dataclass(frozen=True)
 class Hit:
@@ -330,6 +313,8 @@ class Hit:
         return location_label(self.type, self.page, self.page_end, self.heading_path)
 
     def to_json(self) -> dict[str, object]:
+        """What ``lectern search --json`` prints; the record itself travels and is kept
+        through ``record_to_json``."""
         return {
             "chunk_id": self.chunk_id,
             "document": self.path,
@@ -347,35 +332,6 @@ class Hit:
             "dense_rank": self.dense_rank,
             "reranked": self.reranked,
         }
-
-    def to_wire(self) -> dict[str, object]:
-        """``to_json`` plus what a process on the other end of the socket needs to
-        rebuild the hit exactly (core/ipc): its document id and the unrounded score."""
-        wire = self.to_json()
-        wire["document_id"] = self.document_id
-        wire["score"] = self.score  # unrounded: the text output formats it itself
-        return wire
-
-    @classmethod
-    def from_wire(cls, wire: Mapping[str, Any]) -> Hit:
-        """The hit ``to_wire`` wrote; KeyError, TypeError or ValueError if it is not one."""
-        return cls(
-            chunk_id=int(wire["chunk_id"]),
-            document_id=int(wire["document_id"]),
-            path=str(wire["document"]),
-            title=str(wire["title"]),
-            type=str(wire["type"]),
-            text=str(wire["text"]),
-            start=int(wire["start"]),
-            end=int(wire["end"]),
-            page=wire["page"],
-            page_end=wire["page_end"],
-            heading_path=tuple(wire["heading_path"]),
-            score=float(wire["score"]),
-            bm25_rank=wire.get("bm25_rank"),
-            dense_rank=wire.get("dense_rank"),
-            reranked=wire.get("reranked"),
-        )
 
 
 def second_stage_state(hits: Sequence[Hit]) -> str:
@@ -441,24 +397,6 @@ class Citation:
             ],
             "sentence": self.sentence,
         }
-
-    def to_wire(self) -> dict[str, object]:
-        """``to_json`` plus the whole cited hit, for the socket (core/ipc)."""
-        wire = self.to_json()
-        wire["hit"] = self.hit.to_wire()
-        return wire
-
-    @classmethod
-    def from_wire(cls, wire: Mapping[str, Any]) -> Citation:
-        return cls(
-            n=int(wire["n"]),
-            hit=Hit.from_wire(wire["hit"]),
-            spans=tuple(
-                Span(int(s["start"]), int(s["end"]), s["page"], str(s["text"]))
-                for s in wire["spans"]
-            ),
-            sentence=str(wire.get("sentence", "")),
-        )
 
 
 @dataclass(frozen=True)
@@ -755,7 +693,7 @@ def _base(folder: str) -> str:
 
 
 def _and(items: Any) -> str:
-    words = list(items)
+    words = [str(item) for item in items]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
@@ -787,6 +725,8 @@ def record_to_json(value: object) -> Any:
             for f in dataclasses.fields(value)
             if f.init
         }
+    if isinstance(value, LecternError):
+        return error_to_json(value)
     if isinstance(value, Enum):
         return record_to_json(value.value)
     if isinstance(value, datetime):
@@ -838,6 +778,10 @@ def _json_value(kind: Any, data: object, where: str) -> object:
     if isinstance(kind, type):
         if dataclasses.is_dataclass(kind):
             return _json_record(kind, data, where)
+        if issubclass(kind, LecternError):
+            if not isinstance(data, Mapping):
+                raise _json_bad(where, "an error", data)
+            return error_from_json(data)
         if issubclass(kind, Enum):
             try:
                 return kind(data)

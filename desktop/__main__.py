@@ -157,13 +157,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     instance.activated.connect(window.bring_to_front)
     # The folders as the last session left them, in the window's first frame: a reopen
     # never flashes the first-run screen while the library opens.
-    backend.show_saved_library()
+    backend.view.show_saved()
     window.show()
 
     def start() -> None:
         backend.start()
         if folders:
-            backend.add_folders(folders)
+            backend.indexing.add_folders(folders)
 
     start_after_first_paint(app, start)
     code = app.exec()

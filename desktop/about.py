@@ -1,7 +1,8 @@
 """Help › About Lectern: the version, what it runs on, where the data lives, and licences.
 
 The third-party notices are several hundred kilobytes built from package metadata in a
-source checkout, so they are read on a background thread and appear when ready.
+source checkout, so they are read on a background thread (``Backend.run_local``) and
+appear when ready.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ from desktop.qt import (
 )
 from desktop.qt import binding_version as pyside_version
 from desktop.theme import app_icon
-from desktop.workers import Background, TaskContext
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from desktop.backend import Backend
+    from desktop.workers import TaskContext
 
 PRIVACY = (
     "Your files, the index and your questions never leave this computer. The only network "
@@ -61,18 +64,14 @@ def build_facts(data_folder: Path | None) -> list[tuple[str, str]]:
 
 class AboutDialog(QDialog):
     def __init__(
-        self,
-        data_folder: Path | None = None,
-        parent: QWidget | None = None,
-        *,
-        muted: str = "#6b7280",
+        self, backend: Backend, parent: QWidget | None = None, *, muted: str = "#6b7280"
     ) -> None:
         super().__init__(parent)
+        self._backend = backend
         self._muted = muted
         self.setWindowTitle("About Lectern")
         self.setObjectName("aboutDialog")
         self.resize(640, 520)
-        self._background = Background(max_threads=1, parent=self)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(22, 20, 22, 16)
@@ -91,7 +90,7 @@ class AboutDialog(QDialog):
         layout.addLayout(header)
 
         tabs = QTabWidget()
-        tabs.addTab(self._about_tab(data_folder), "About")
+        tabs.addTab(self._about_tab(backend.settings.home), "About")
         tabs.addTab(self._licences_tab(), "Third-party licences")
         layout.addWidget(tabs, 1)
         self.tabs = tabs
@@ -150,7 +149,7 @@ class AboutDialog(QDialog):
 
             return notices_text()
 
-        self._background.submit(
+        self._backend.run_local(
             read, name="licence notices", on_result=self._show_notices, on_error=self._failed
         )
 
@@ -170,7 +169,3 @@ class AboutDialog(QDialog):
             self.notices.setTextCursor(cursor)
         if not self.notices.find(needle) and not from_top:
             self._find_next(from_top=True)
-
-    def done(self, result: int) -> None:
-        self._background.wait(5000)
-        super().done(result)

@@ -1,9 +1,9 @@
 """Managing collections: make, rename and delete them, and tick the library folders each
 one holds. Reached from the scope menu on the question box ("Manage collections…").
 
-Every change is one small write run off the UI thread (``Backend.change_collections``);
-the dialog and the scope menu reload from the library afterwards, so what they show is
-what is stored. Deleting a collection never touches its folders or files.
+Every change is one small write, an op (core/app/ops.py) run off the UI thread; the
+dialog and the scope menu reload from the library after its ``changed``, so what they show
+is what is stored. Deleting a collection never touches its folders or files.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from core.app import ops
+from core.app.ops import Changes, Op, ScopeChoices
 from core.records import Collection
-from desktop.backend import Backend, ScopeChoices
+from desktop.backend import Backend
 from desktop.qt import (
     QDialog,
     QDialogButtonBox,
@@ -108,13 +110,17 @@ class CollectionsDialog(QDialog):
             close_button.setAutoDefault(False)  # nor would it close the dialog
         close.rejected.connect(self.close)
         layout.addWidget(close)
-        backend.collections_changed.connect(self.reload)
+        backend.changed.connect(self._changed)
         self._show()
 
     # --- reading ---------------------------------------------------------------------
 
+    def _changed(self, changes: Changes) -> None:
+        if changes.collections:
+            self.reload()
+
     def reload(self) -> None:
-        self.backend.load_scope_choices(self._loaded)
+        self.backend.run(ops.scope_choices(), on_result=self._loaded)
 
     def _loaded(self, choices: ScopeChoices) -> None:
         current = self.current()
@@ -178,7 +184,7 @@ class CollectionsDialog(QDialog):
     # --- changes ---------------------------------------------------------------------
 
     def _change(
-        self, change: Any, select: str = "", then: Callable[[object], None] | None = None
+        self, change: Op[Any], select: str = "", then: Callable[[object], None] | None = None
     ) -> None:
         self.error.hide()
 
@@ -197,7 +203,7 @@ class CollectionsDialog(QDialog):
                 self.name_edit.clear()
                 self._select_after = select
 
-        self.backend.change_collections(change, on_result=done, on_error=failed)
+        self.backend.run(change, on_result=done, on_error=failed)
 
     # Not ``create``: that is QWidget's, which makes the native window.
     def create_collection(self) -> None:
@@ -209,19 +215,19 @@ class CollectionsDialog(QDialog):
         def made(_result: object) -> None:
             self._creating = ""
 
-        self._change(lambda library: library.create_collection(name), select=name, then=made)
+        self._change(ops.create_collection(name), select=name, then=made)
 
     def rename(self) -> None:
         current, name = self.current(), self.name_edit.text().strip()
         if current is not None:
             old = current.name
-            self._change(lambda library: library.rename_collection(old, name), select=name)
+            self._change(ops.rename_collection(old, name), select=name)
 
     def delete(self) -> None:
         current = self.current()
         if current is not None:
             name = current.name
-            self._change(lambda library: library.delete_collection(name))
+            self._change(ops.delete_collection(name))
 
     def _folder_ticked(self, item: QListWidgetItem) -> None:
         if self._filling:
@@ -231,6 +237,6 @@ class CollectionsDialog(QDialog):
             return
         name = current.name
         if item.checkState() == Qt.CheckState.Checked:
-            self._change(lambda library: library.add_to_collection(name, [folder]))
+            self._change(ops.add_to_collection(name, [folder]))
         else:
-            self._change(lambda library: library.remove_from_collection(name, [folder]))
+            self._change(ops.remove_from_collection(name, [folder]))

@@ -11,11 +11,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from core.app import ops
+from core.app.ops import Changes, ScopeChoices
 from core.errors import LecternError
 from core.records import Scope, type_name
-from desktop.backend import Backend, ScopeChoices
+from desktop.backend import Backend
+from desktop.llm_monitor import answer_session
 from desktop.model_probe import LLMStatus
 from desktop.qt import (
     QAction,
@@ -58,10 +61,18 @@ from desktop.welcome_view import WelcomeView
 from desktop.widgets import ElidedLabel, display_path, segmented_control
 from desktop.workers import Task, describe_error, error_details
 
+if TYPE_CHECKING:
+    from core.generation.answer_state import AnswerState, Change
+
 MAX_COLUMN = 860
 
 
 RENDER_INTERVAL_MS = 40
+# The note on the quoted answer shown while a slow server reads the prompt.
+DRAFT_NOTE = (
+    "Quoted from your documents while the model reads the sources; its written answer "
+    "replaces this when it starts."
+)
 # The badge without a model server: answers still come, quoted from the documents ("Search"
 # is the other tab, which lists passages).
 NO_MODEL = "No model · quoting passages"
@@ -285,7 +296,7 @@ class ConversationPanel(QFrame):
         self.welcome = WelcomeView(theme)
         self.welcome.add_folder.connect(self.add_folder_requested.emit)
         self.welcome.open_settings.connect(self.open_settings.emit)
-        self.welcome.check_again.connect(lambda: self.backend.check_llm())
+        self.welcome.check_again.connect(lambda: self.backend.llm.check())
         self.welcome.pull_model.connect(self.pull_requested.emit)
         self.welcome.use_model.connect(self._use_model)
         self.stack.addWidget(self.welcome)
@@ -362,20 +373,19 @@ class ConversationPanel(QFrame):
         cw.addWidget(self.hint)
         layout.addWidget(composer_wrap)
 
-        backend.llm_status_changed.connect(self._llm_status)
-        backend.library_changed.connect(self.welcome.set_snapshot)
-        backend.library_changed.connect(self._library_changed)
-        backend.documents_removed.connect(self._documents_removed)
+        backend.llm.status_changed.connect(self._llm_status)
+        backend.view.snapshot_changed.connect(self.welcome.set_snapshot)
+        backend.view.snapshot_changed.connect(self._library_changed)
+        backend.view.documents_removed.connect(self._documents_removed)
         # Searches and quoted answers work once the library is open (by keyword until the
         # model is loaded); a search made by keyword meanwhile is made again at Ready.
-        backend.opened.connect(self._backend_opened)
-        backend.ready.connect(self._backend_ready)
-        backend.ready.connect(self.reload_scope_choices)
-        backend.collections_changed.connect(self.reload_scope_choices)
-        backend.index_finished.connect(lambda *_: self.reload_scope_choices())
+        backend.startup.opened.connect(self._backend_opened)
+        backend.startup.ready.connect(self._backend_ready)
+        backend.startup.ready.connect(self.reload_scope_choices)
+        backend.changed.connect(self._changed)
         theme.changed.connect(self._restyle)
         self._restyle(theme.palette)
-        self._llm_status(backend.llm_status)
+        self._llm_status(backend.llm.status)
         self._update_state()
 
     # --- state -----------------------------------------------------------------------
@@ -422,9 +432,9 @@ class ConversationPanel(QFrame):
             self.send_button.setProperty("busy", False)
         self.send_button.style().unpolish(self.send_button)
         self.send_button.style().polish(self.send_button)
-        if not self.backend.is_open and self.backend.phase != "failed":
+        if not self.backend.is_open and self.backend.startup.phase != "failed":
             hint = "Lectern is opening your library; you can already type your question."
-        elif not self.backend.is_ready and self.backend.phase != "failed":
+        elif not self.backend.is_ready and self.backend.startup.phase != "failed":
             hint = "Searching by keyword while the search model loads."
         self.hint.setText(hint)
         self.ask_mode.setIcon(
@@ -456,6 +466,11 @@ class ConversationPanel(QFrame):
         self._forget(kept)
         if tuple(folders) != self._choice_folders:
             self._choice_folders = tuple(folders)
+            self.reload_scope_choices()
+
+    def _changed(self, changes: Changes) -> None:
+        # Folders indexed or removed bring their file types; collections their names.
+        if changes.folders or changes.collections:
             self.reload_scope_choices()
 
     def _documents_removed(self, paths: list[str]) -> None:
@@ -520,14 +535,14 @@ class ConversationPanel(QFrame):
             if isinstance(item, TurnWidget | SearchResultsWidget):
                 item.refresh()
         self.search_view.refresh()
-        self._llm_status(self.backend.llm_status)
+        self._llm_status(self.backend.llm.status)
         self._update_state()
         self._show_scope()
 
     # --- the scope ---------------------------------------------------------------------
 
     def reload_scope_choices(self) -> None:
-        self.backend.load_scope_choices(self._set_choices)
+        self.backend.run(ops.scope_choices(), on_result=self._set_choices)
 
     def _set_choices(self, choices: ScopeChoices) -> None:
         self.choices = choices
@@ -550,7 +565,7 @@ class ConversationPanel(QFrame):
         if self.scope_menu is not None and self.scope_menu.isVisible():
             self._sync_scope_menu(self.scope_menu)
         if save and self.conversation_id is not None:
-            self.backend.set_conversation_scope(self.conversation_id, scope)
+            self.backend.run(ops.set_conversation_scope(self.conversation_id, scope))
 
     def _show_scope(self) -> None:
         palette = self.theme.palette
@@ -790,7 +805,7 @@ class ConversationPanel(QFrame):
                 self._scope_known = True
                 self.set_scope(scope, save=False)
 
-        self.backend.load_conversation_scope(conversation_id, scoped)
+        self.backend.run(ops.conversation_scope(conversation_id), on_result=scoped)
 
         def loaded(turns: list[Any]) -> None:
             if self.conversation_id != conversation_id:
@@ -804,7 +819,7 @@ class ConversationPanel(QFrame):
             self._update_state()
             QTimer.singleShot(0, self._scroll_to_bottom)
 
-        self.backend.load_turns(conversation_id, loaded)
+        self.backend.run(ops.turns(conversation_id), on_result=loaded)
 
     def _clear_items(self) -> None:
         for item in self.items:
@@ -937,15 +952,16 @@ class ConversationPanel(QFrame):
         # Before the model is in, a search by words and meaning ranks by keyword alone:
         # made again once it is (``_backend_ready``).
         self._keyword_search = (
-            widget if not widget.words_only and not self.backend.model_loaded else None
+            widget if not widget.words_only and not self.backend.startup.model_loaded else None
         )
-        task = self.backend.search(
+        # "bm25" finds only passages holding the words; "hybrid" their meaning too.
+        search = ops.search(
             query,
-            on_result=found,
-            on_error=failed,
-            scope=self.scope,
+            k=max(10, self.backend.settings.top_k),
             mode="bm25" if widget.words_only else "hybrid",
+            scope=self.scope,
         )
+        task = self.backend.run(search, on_result=found, on_error=failed)
         self.task = task
         if task is not None:
             task.signals.finished.connect(finished)
@@ -969,12 +985,7 @@ class ConversationPanel(QFrame):
                 widget.set_hits(hits)
 
         # A library not open (any more) answers ``unknown`` at once.
-        self.backend.run(
-            lambda library, _ctx: library.keyword.matched_words(query, texts),
-            name="search words",
-            on_result=matched,
-            on_error=unknown,
-        )
+        self.backend.run(ops.matched_words(query, texts), on_result=matched, on_error=unknown)
 
     def _backend_ready(self) -> None:
         searched, self._keyword_search = self._keyword_search, None
@@ -1016,14 +1027,31 @@ class ConversationPanel(QFrame):
                 self.active_turn = None
             self._update_state()
 
-        self.task = self.backend.ask(
+        # The events are folded here, on the window's thread, into one AnswerState; the
+        # badge learns from it too.
+        from core.generation.answer_state import AnswerState
+
+        answer = AnswerState()
+
+        def event(value: Any) -> None:
+            change = answer.apply(value)
+            self.backend.llm.follow(answer, change)
+            self._show(widget, answer, change)
+
+        asked = ops.ask(
             question,
             self.conversation_id,
-            on_event=lambda event: self._event(widget, event),
-            on_error=lambda exc: self._failed(widget, exc),
-            on_finished=finished,
             scope=self.scope if self._scope_known else None,
+            session=answer_session,
         )
+        task = self.backend.run(
+            asked, on_progress=event, on_error=lambda exc: self._failed(widget, exc)
+        )
+        self.task = task
+        if task is not None:
+            # Every answer says something about the server: ask it again right away.
+            task.signals.finished.connect(lambda: self.backend.llm.check(quiet=True))
+            task.signals.finished.connect(finished)
         self._update_state()
 
     def stop(self) -> None:
@@ -1040,82 +1068,43 @@ class ConversationPanel(QFrame):
                 self.active_turn = None
             self._update_state()
 
-    def _event(self, widget: TurnWidget, event: Any) -> None:
-        from core.generation.qa import (
-            REWRITING,
-            CitationsEvent,
-            DoneEvent,
-            DraftEvent,
-            ErrorEvent,
-            SourcesEvent,
-            StatusEvent,
-            TokenEvent,
-            WarningEvent,
-        )
+    def _show(self, widget: TurnWidget, answer: AnswerState, change: Change) -> None:
+        """Draw what one event changed in the answer (AnswerState has the rules)."""
+        from core.generation.answer_state import Change
+        from core.generation.events import REWRITING
 
         turn = widget.turn
-        if isinstance(event, StatusEvent) and event.kind == REWRITING.kind:
-            # Said where the answer will be, in place of "Searching your documents…".
-            turn.rewriting = event.message
-            widget.refresh()
-            return
-        turn.rewriting = ""  # anything else core says comes after the rewrite
-        if isinstance(event, TokenEvent):
-            waiting = [w for w in turn.warnings if w[0] in ("draft", "status")]
-            if waiting:
-                # The written answer has started: the quote shown while the model read
-                # goes, and so do the notes about the wait ("Reading… (1,981 of 1,981
-                # tokens)", "…replaces this when it starts"), drawn at once: the
-                # streaming redraws only the text.
-                if any(kind == "draft" for kind, _ in waiting):
-                    turn.answer = ""
-                    turn.citations = []
-                turn.warnings = [w for w in turn.warnings if w not in waiting]
-                turn.answer += event.text
-                widget.refresh()
-                return
-            turn.answer += event.text
+        if change == Change.TEXT:
+            # A written token: the stream's own timer redraws only the text.
+            turn.answer = answer.text
             if not self._render_timer.isActive():
                 self._render_timer.start()
             return
-        if isinstance(event, SourcesEvent):
-            turn.sources = [SourceView.from_hit(i, h) for i, h in enumerate(event.hits, 1)]
-            self._adopt(widget, event.conversation_id)
-        elif isinstance(event, StatusEvent):
-            turn.warnings = [w for w in turn.warnings if w[0] != "status"]
-            turn.warnings.append(("status", event.message))
-        elif isinstance(event, DraftEvent):
-            # The model is still reading the sources: the quoted answer meanwhile, labelled.
-            turn.answer = event.answer
-            turn.citations = [CitationView.from_citation(c, turn.sources) for c in event.citations]
-            turn.warnings.append(
-                (
-                    "draft",
-                    "Quoted from your documents while the model reads the sources; its "
-                    "written answer replaces this when it starts.",
-                )
-            )
-        elif isinstance(event, CitationsEvent):
-            turn.citations = [CitationView.from_citation(c, turn.sources) for c in event.citations]
-        elif isinstance(event, WarningEvent):
-            turn.warnings.append((event.kind, event.message))
-        elif isinstance(event, DoneEvent):
-            if event.sources:
-                turn.sources = [SourceView.from_hit(i, h) for i, h in enumerate(event.sources, 1)]
-            turn.answer = event.answer
-            turn.mode = event.mode
-            turn.model = event.model
-            turn.citations = [CitationView.from_citation(c, turn.sources) for c in event.citations]
-            turn.warnings = [(w.kind, w.message) for w in event.warnings]
-            turn.missing_model = missing_model(event.warnings)
-            reordered = event.timings.get("llm_rerank_s")
+        status = answer.status
+        # A follow-up being worked out is said where the answer will be, in place of
+        # "Searching your documents…"; the server's progress is a note.
+        turn.rewriting = status.message if status and status.kind == REWRITING.kind else ""
+        if change & Change.SOURCES:
+            turn.sources = [SourceView.from_hit(i, h) for i, h in enumerate(answer.hits, 1)]
+        turn.answer = answer.text
+        if change & Change.CITATIONS:
+            turn.citations = [CitationView.from_citation(c, turn.sources) for c in answer.citations]
+        notes = [(w.kind, w.message) for w in answer.warnings]
+        if answer.drafting:
+            notes.insert(0, ("draft", DRAFT_NOTE))
+        if status is not None and status.kind != REWRITING.kind:
+            notes.insert(0, ("status", status.message))
+        turn.warnings = notes
+        done, failed = answer.done, answer.error
+        if done is not None:
+            turn.mode = done.mode
+            turn.model = done.model
+            turn.missing_model = missing_model(done.warnings)
+            reordered = done.timings.get("llm_rerank_s")
             turn.reordered_s = float(reordered) if reordered is not None else None
-            turn.turn_id = event.turn_id
-            turn.streaming = False
-            self._adopt(widget, event.conversation_id)
-        elif isinstance(event, ErrorEvent):
-            self._adopt(widget, event.conversation_id)
-            error = event.error
+            turn.turn_id = done.turn_id
+        elif failed is not None:
+            error = failed.error
             turn.error = ErrorView(
                 error.message,
                 error.hint,
@@ -1123,9 +1112,10 @@ class ConversationPanel(QFrame):
                 str(getattr(error, "model", "") or ""),
                 error_details(error),
             )
-            if event.partial_answer:
-                turn.answer = event.partial_answer
+        if change & Change.FINISHED:
             turn.streaming = False
+        if change & (Change.SOURCES | Change.FINISHED):
+            self._adopt(widget, answer.conversation_id)
         widget.refresh()
 
     def _adopt(self, widget: TurnWidget, conversation_id: int | None) -> None:
@@ -1139,7 +1129,7 @@ class ConversationPanel(QFrame):
         self.search_view.rekey(None, conversation_id)
         self.conversation_title = _title(widget.turn.question)
         self.conversation_changed.emit(conversation_id)
-        self.backend.refresh_conversations()
+        self.backend.announce(Changes(conversations=True))
         self._update_state()
 
     def _render_active(self) -> None:

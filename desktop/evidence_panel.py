@@ -18,11 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from core.app import ops
 from core.errors import LecternError
-from core.generation.export import plain_quote
 from core.private import session_umask
 from core.records import WordBox
-from desktop.backend import Backend, LibrarySnapshot
+from core.store.export import plain_quote
+from desktop.backend import Backend
+from desktop.library_view import LibrarySnapshot
 from desktop.locate import _folded as folded
 from desktop.locate import excerpt_bounds, locate, locate_all
 from desktop.qt import (
@@ -63,10 +65,9 @@ from desktop.rich import highlight_terms_html, term_ranges
 from desktop.theme import Palette, Theme, icon
 from desktop.viewmodels import EvidenceRequest
 from desktop.widgets import WrapLabel
-from desktop.workers import TaskContext, describe_error
+from desktop.workers import describe_error
 
 if TYPE_CHECKING:
-    from core.library import Library
     from desktop.qt_pdf import QPdfDocument
 
 OPEN_LABEL = "Open original"
@@ -558,8 +559,8 @@ class EvidencePanel(QFrame):
         layout.addWidget(self.stack, 1)
 
         theme.changed.connect(self._restyle)
-        backend.library_changed.connect(self._library_changed)
-        backend.documents_removed.connect(self._documents_removed)
+        backend.view.snapshot_changed.connect(self._library_changed)
+        backend.view.documents_removed.connect(self._documents_removed)
         self._restyle(theme.palette)
         self.clear()
 
@@ -703,26 +704,24 @@ class EvidencePanel(QFrame):
         if request.type == "pdf":
             needles = [s.text for s in request.spans if s.text.strip()]
             path, page = request.path, request.page
-            library, document_id = self.backend.library, request.document_id
+            document_id = request.document_id
             spans = [(s.start, s.end) for s in request.spans]
             terms = request.terms
 
-            def render(ctx: TaskContext) -> PdfEvidence:
-                words = _ocr_words(
-                    library, document_id, _term_spans(library, document_id, spans, terms)
-                )
+            # The OCR boxes are read and the page drawn on one worker, in one trip.
+            def render(run: ops.RunOp) -> PdfEvidence:
+                words = _ocr_words(run, document_id, _term_spans(run, document_id, spans, terms))
                 return render_pdf_evidence(
                     path,
                     page,
                     needles,
                     words=words,
                     terms=terms,
-                    page_words=_ocr_page_words(library, document_id, words),
+                    page_words=_ocr_page_words(run, document_id, words),
                 )
 
-            self.backend.background.submit(
-                render,
-                name="render pdf",
+            self.backend.run(
+                ops.compose("render pdf", render),
                 on_result=lambda ev: self._pdf_ready(token, ev),
                 on_error=lambda exc: self._pdf_failed(token, exc),
             )
@@ -737,8 +736,7 @@ class EvidencePanel(QFrame):
             self._show_message("This passage has no stored text to show.", "")
             return
 
-        def load(library: Library, ctx: TaskContext) -> TextEvidence:
-            text = library.document_text(document_id)
+        def laid_out(text: str) -> TextEvidence:
             if not text:
                 raise LecternError(
                     "The text of this document is no longer in the library.",
@@ -747,8 +745,7 @@ class EvidencePanel(QFrame):
             return load_text_evidence(text, spans, terms)
 
         self.backend.run(
-            load,
-            name="document text",
+            ops.document_text(document_id).then(laid_out),
             on_result=lambda ev: self._text_ready(token, ev),
             on_error=lambda exc: self._text_failed(token, exc),
         )
@@ -883,29 +880,26 @@ class EvidencePanel(QFrame):
         path = self.current.path
         request = self.current
 
-        library = self.backend.library
-
-        def render(ctx: TaskContext) -> PdfEvidence:
+        def render(run: ops.RunOp) -> PdfEvidence:
             if request.page is not None and target == request.page:
                 spans = [(s.start, s.end) for s in request.spans]
-                spans = _term_spans(library, request.document_id, spans, request.terms)
-                words = _ocr_words(library, request.document_id, spans)
+                spans = _term_spans(run, request.document_id, spans, request.terms)
+                words = _ocr_words(run, request.document_id, spans)
                 return render_pdf_evidence(
                     path,
                     target,
                     [s.text for s in request.spans],
                     words=words,
                     terms=request.terms,
-                    page_words=_ocr_page_words(library, request.document_id, words),
+                    page_words=_ocr_page_words(run, request.document_id, words),
                 )
             evidence = render_pdf_page(path, target)
-            if library is not None and request.document_id is not None:
-                evidence.ocr = target in library.ocr_pages(request.document_id)
+            if request.document_id is not None:
+                evidence.ocr = target in run(ops.ocr_pages(request.document_id))
             return evidence
 
-        self.backend.background.submit(
-            render,
-            name="render page",
+        self.backend.run(
+            ops.compose("render page", render),
             on_result=lambda ev: self._pdf_ready(token, ev),
             on_error=lambda exc: self._text_failed(token, exc),
         )
@@ -973,28 +967,30 @@ def _open_document(path: str, page: int | None) -> bool:
 
 
 def _ocr_words(
-    library: Library | None, document_id: int | None, spans: Sequence[tuple[int, int]]
+    run: ops.RunOp, document_id: int | None, spans: Sequence[tuple[int, int]]
 ) -> list[WordBox]:
-    """The OCR boxes of the cited characters; none on a digital page or without a library."""
-    if library is None or document_id is None:
+    """The OCR boxes of the cited characters; none on a digital page."""
+    if document_id is None:
         return []
     words: list[WordBox] = []
     for start, end in spans:
-        words.extend(library.ocr_words(document_id, start, end))
+        boxes: list[WordBox] = run(ops.ocr_words(document_id, start, end))
+        words.extend(boxes)
     return words
 
 
 def _ocr_page_words(
-    library: Library | None, document_id: int | None, words: Sequence[WordBox]
+    run: ops.RunOp, document_id: int | None, words: Sequence[WordBox]
 ) -> list[WordBox]:
     """All the OCR boxes of the pages ``words`` are on: the lines the cited words sit on."""
-    if library is None or document_id is None or not words:
+    if document_id is None or not words:
         return []
     pages = {w.page for w in words}
     found: list[WordBox] = []
-    for span in library.document_pages(document_id):
+    for span in run(ops.document_pages(document_id)):
         if span.page in pages:
-            found.extend(library.ocr_words(document_id, span.start, span.end))
+            boxes: list[WordBox] = run(ops.ocr_words(document_id, span.start, span.end))
+            found.extend(boxes)
     return found
 
 
@@ -1029,7 +1025,7 @@ def map_ranges(source: str, shown: str, ranges: Sequence[tuple[int, int]]) -> li
 
 
 def _term_spans(
-    library: Library | None,
+    run: ops.RunOp,
     document_id: int | None,
     spans: Sequence[tuple[int, int]],
     terms: Sequence[str],
@@ -1038,9 +1034,9 @@ def _term_spans(
     when there are no terms): what OCR boxes a search hit lights."""
     if not terms:
         return list(spans)
-    if library is None or document_id is None or not library.ocr_pages(document_id):
+    if document_id is None or not run(ops.ocr_pages(document_id)):
         return []  # a digital page: its own text layer finds the words
-    text = library.document_text(document_id)
+    text = run(ops.document_text(document_id))
     return [w for s, e in spans for w in term_ranges(text, terms, s, e)]
 
 

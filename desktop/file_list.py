@@ -1,8 +1,8 @@
 """The library's file list: every file with its state, pages, passages and when it was last
 indexed, failed and skipped first; sortable, filterable, with Retry and Open at hand.
 
-The rows are read (``Library.file_list``, one query) and turned into display rows on a
-worker thread; the UI thread only swaps the list in. A library of 20k files is 20k rows,
+The rows are read (``ops.file_list``, one query) and turned into display rows on a worker
+thread; the UI thread only swaps the list in. A library of 20k files is 20k rows,
 so this is a model and a view (``QTableView``), never a widget per row, and nothing here
 walks the rows per paint: each row's strings, sort keys and filter text are made once.
 """
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from core.app import ops
 from core.errors import (
     DamagedFileError,
     EncryptedError,
@@ -27,7 +28,8 @@ from core.errors import (
 from core.ingest.text import EMPTY_FILE
 from core.private import session_umask
 from core.records import DocState, FileEntry
-from desktop.backend import Backend, LibrarySnapshot
+from desktop.backend import Backend
+from desktop.library_view import LibrarySnapshot
 from desktop.qt import (
     QAbstractItemView,
     QAbstractTableModel,
@@ -533,10 +535,10 @@ class FileListWindow(QDialog):
         find = QShortcut(QKeySequence.StandardKey.Find, self)
         find.activated.connect(self._focus_filter)
 
-        backend.library_changed.connect(self._library_changed)
-        backend.index_finished.connect(self._run_ended)
-        backend.index_failed.connect(self._run_ended)
-        indexing_view(backend).subscribe(self._indexing_changed)
+        backend.view.snapshot_changed.connect(self._library_changed)
+        backend.indexing.finished.connect(self._run_ended)
+        backend.indexing.failed.connect(self._run_ended)
+        indexing_view(backend.indexing).subscribe(self._indexing_changed)
         theme.changed.connect(self._restyle)
         self._selection_changed()
 
@@ -570,7 +572,7 @@ class FileListWindow(QDialog):
         self._selection_changed()
 
     def _known_folders(self) -> set[str]:
-        snapshot = self.backend.snapshot
+        snapshot = self.backend.view.snapshot
         known = {f.path for f in snapshot.folders} if snapshot else set()
         return known | {r.entry.folder for r in self.model.all_rows}
 
@@ -602,11 +604,10 @@ class FileListWindow(QDialog):
         self._loading = True
         self._stale = False
         self._last_load = time.monotonic()
-        snapshot = self.backend.snapshot
+        snapshot = self.backend.view.snapshot
         fingerprint = self._fingerprint_of(snapshot)
         task = self.backend.run(
-            lambda library, ctx: make_rows(library.file_list()),
-            name="file list",
+            ops.file_list().then(make_rows),
             on_result=lambda rows: self._loaded(rows, fingerprint),
             on_error=self._load_failed,
         )
@@ -714,7 +715,7 @@ class FileListWindow(QDialog):
             if counts.get(status):
                 parts.append(f"{counts[status]} {status}")
         # The run as the library card and the status bar say it (one state for all three).
-        state = indexing_view(self.backend).state
+        state = indexing_view(self.backend.indexing).state
         if not rows:
             parts = [
                 "No files read yet"
@@ -791,7 +792,7 @@ class FileListWindow(QDialog):
         failed = [r for r in self.selected_rows() if r.status == "failed"]
         if not failed:
             return
-        self.backend.retry([r.path for r in failed])
+        self.backend.indexing.retry([r.path for r in failed])
         # Said at once: the row waits for its new read (the next reload shows the result).
         for row in failed:
             self.model.replace_row(row, make_row(replace(row.entry, state=DocState.PENDING)))

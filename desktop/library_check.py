@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from core.app import ops
 from core.errors import LecternError
 from core.records import MODE_NAMES
 from desktop.qt import (
@@ -36,12 +37,9 @@ from desktop.widgets import DetailsFold, WrapLabel
 from desktop.workers import describe_error, error_details
 
 if TYPE_CHECKING:
-    import threading
-
     from core.evaluation.library_check import CheckProgress
-    from core.library import Library
     from desktop.backend import Backend
-    from desktop.workers import Task, TaskContext
+    from desktop.workers import Task
 
 # Room for the verdict's four paragraphs and the table without scrolling, yet within a
 # 1024x700 screen; the person can make it larger or smaller.
@@ -51,25 +49,6 @@ CHECKING = (
     "Checking: making test questions from your documents, then searching for each of them "
     "with every search mode."
 )
-
-
-def run_check(
-    library: Library,
-    fresh: bool,
-    use_model: bool,
-    progress: Any = None,
-    cancel: threading.Event | None = None,
-) -> dict[str, Any]:
-    """The check, with questions written by the configured model when it answers."""
-    from core.evaluation.library_check import check_library, model_writer
-
-    return check_library(
-        library,
-        fresh=fresh,
-        ask_model=model_writer(library) if use_model else None,
-        progress=progress,
-        cancel=cancel,
-    )
 
 
 def figures_table(report: dict[str, Any]) -> str:
@@ -287,14 +266,10 @@ class LibraryCheckDialog(QDialog):
         self.progress_box.show()
         self.cancel_button.setEnabled(True)
         self.cancel_button.show()
-        self._use_model = use_model = self.backend.llm_status.state == "ready"
-
-        def work(library: Library, ctx: TaskContext) -> dict[str, Any]:
-            return run_check(library, fresh, use_model, progress=ctx.report, cancel=ctx.cancel)
-
+        # The questions are written by the configured model when it answers.
+        self._use_model = use_model = self.backend.llm.status.state == "ready"
         task = self.backend.run(
-            work,
-            name="library check",
+            ops.library_check(fresh, use_model),
             on_result=self._show,
             on_error=self._failed,
             on_progress=self._progress,
@@ -347,7 +322,7 @@ class LibraryCheckDialog(QDialog):
         self.report = report
         # No model advice while the library changes model: the switch may have begun
         # after the check did (the offer, Settings), and it is advised already.
-        snapshot = self.backend.snapshot
+        snapshot = self.backend.view.snapshot
         switching = bool(snapshot and snapshot.switching) or (
             report.get("embedding_model") is not None
             and self.backend.settings.embedding_model != report["embedding_model"]
@@ -418,7 +393,7 @@ class LibraryCheckDialog(QDialog):
         model = str(self.model_button.property("model") or "")
         if not model:
             return
-        self.backend.switch_embedding_model(model)
+        self.backend.indexing.switch_model(model)
         self.model_button.setEnabled(False)
         self.model_button.setText("Switching in the background…")
 

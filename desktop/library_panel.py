@@ -8,12 +8,13 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from core.indexing.coordinator import IndexJob
+from core.app.coordinator import IndexJob
 from core.indexing.throttle import BUSY_WAITING
 from core.private import session_umask
 from core.records import Document, IndexProgress, IndexReport
-from desktop.backend import Backend, LibrarySnapshot
+from desktop.backend import Backend
 from desktop.file_list import FileListWindow, next_step, plain_reason
+from desktop.library_view import LibrarySnapshot
 from desktop.qt import (
     QDesktopServices,
     QEvent,
@@ -40,7 +41,7 @@ from desktop.qt import (
 )
 
 if TYPE_CHECKING:
-    from core.library import FolderStatus
+    from core.records import FolderStatus
 from desktop.rich import count_of
 from desktop.theme import Palette, Theme, icon
 from desktop.viewmodels import IndexingState, indexing_view, plain_words
@@ -138,7 +139,7 @@ class LibraryPanel(QFrame):
         self.file_list: FileListWindow | None = None
         # Made before this panel connects to the backend, so that it has taken in each
         # signal by the time the panel's own handlers read it.
-        self.indexing = indexing_view(backend)
+        self.indexing = indexing_view(backend.indexing)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 10, 10, 6)
@@ -213,12 +214,12 @@ class LibraryPanel(QFrame):
         self.pause_button = self._tool("pause", "Pause indexing")
         self.pause_button.clicked.connect(self._toggle_pause)
         self.cancel_button = self._tool("close", "Cancel indexing (finished files are kept)")
-        self.cancel_button.clicked.connect(lambda: backend.cancel_indexing())
+        self.cancel_button.clicked.connect(lambda: backend.indexing.cancel())
         # After a cancel nothing runs until the person says so: this is how.
         self.resume_button = named(QPushButton("Resume"), "secondaryButton")
         self.resume_button.setToolTip("Index the files left (also F5, Retry or adding a folder)")
         self.resume_button.setAccessibleName("Resume indexing")
-        self.resume_button.clicked.connect(backend.resume_indexing)
+        self.resume_button.clicked.connect(backend.indexing.resume)
         self.resume_button.hide()
         for button in (self.pause_button, self.cancel_button, self.resume_button):
             prow.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
@@ -302,15 +303,16 @@ class LibraryPanel(QFrame):
         self.model_offer.installEventFilter(self)
         layout.addWidget(self.model_offer)
 
-        backend.library_changed.connect(self.set_snapshot)
-        backend.index_started.connect(self._index_started)
-        backend.index_progress.connect(self.set_progress)
-        backend.index_paused.connect(self._paused)
-        backend.index_cancelled.connect(self._cancelled)
-        backend.index_finished.connect(self._finished)
-        backend.index_failed.connect(self._index_failed)
-        backend.watch_idle.connect(self._watch_idle)
-        backend.watch_changed.connect(lambda _w: self.snapshot and self.set_snapshot(self.snapshot))
+        work = backend.indexing
+        backend.view.snapshot_changed.connect(self.set_snapshot)
+        work.started.connect(self._index_started)
+        work.progress.connect(self.set_progress)
+        work.pause_changed.connect(self._paused)
+        work.cancel_changed.connect(self._cancelled)
+        work.finished.connect(self._finished)
+        work.failed.connect(self._index_failed)
+        work.watch_idle.connect(self._watch_idle)
+        work.watch_changed.connect(lambda _w: self.snapshot and self.set_snapshot(self.snapshot))
         theme.changed.connect(self._restyle)
         self._restyle(theme.palette)
         self.set_snapshot(LibrarySnapshot((), {}))
@@ -407,7 +409,7 @@ class LibraryPanel(QFrame):
             and [f.path for f in previous.folders] == [f.path for f in snapshot.folders]
             and previous.problems == snapshot.problems
             and set(self._rows) == {f.path for f in snapshot.folders}
-            and self._watch_shown == self.backend.watch_status
+            and self._watch_shown == self.backend.indexing.watch_status
             and self._palette_shown == palette.name
         ):
             for folder in snapshot.folders:
@@ -416,7 +418,7 @@ class LibraryPanel(QFrame):
             self._update_summary(snapshot)
             self._show_model_offer(snapshot)
             return
-        self._watch_shown = dict(self.backend.watch_status)
+        self._watch_shown = dict(self.backend.indexing.watch_status)
         self._palette_shown = palette.name
         selected = self.tree.currentItem()
         selected_key = self._key(selected) if selected else None
@@ -467,11 +469,11 @@ class LibraryPanel(QFrame):
         snapshot = self.snapshot
         if snapshot is not None and snapshot.advice_model:
             self.model_offer.hide()
-            self.backend.switch_embedding_model(snapshot.advice_model)
+            self.backend.indexing.switch_model(snapshot.advice_model)
 
     def _decline_model_offer(self) -> None:
         self.model_offer.hide()
-        self.backend.decline_model_offer()
+        self.backend.view.decline_offer()
 
     def _set_summary_visible(self, visible: bool) -> None:
         """The summary, and under it the switch's Pause while a model switch runs."""
@@ -483,7 +485,7 @@ class LibraryPanel(QFrame):
         self._label_switch_button()
 
     def _label_switch_button(self) -> None:
-        paused = self.backend.paused
+        paused = self.backend.indexing.paused
         self.switch_button.setText("Resume" if paused else "Pause")
         self.switch_button.setAccessibleName(
             "Resume switching the embedding model"
@@ -492,11 +494,12 @@ class LibraryPanel(QFrame):
         )
 
     def _toggle_switch(self) -> None:
-        if self.backend.paused:
-            self.backend.resume_indexing()
+        work = self.backend.indexing
+        if work.paused:
+            work.resume()
         else:
-            self.backend.pause_indexing()
-        self.backend.refresh_library()  # the summary's "(paused with indexing)"
+            work.pause()
+        self.backend.view.refresh()  # the summary's "(paused with indexing)"
 
     def _fill_row(self, row: FolderRow, folder: FolderStatus, palette: Palette) -> None:
         name = os.path.basename(folder.path.rstrip(os.sep)) or folder.path
@@ -513,7 +516,7 @@ class LibraryPanel(QFrame):
             parts.append(f"{folder.skipped} skipped")
         if folder.pending:
             parts.append(f"{folder.pending} waiting")
-        watch_state, watch_reason = self.backend.watch_status.get(folder.path, ("", ""))
+        watch_state, watch_reason = self.backend.indexing.watch_status.get(folder.path, ("", ""))
         if not folder.online or watch_state == "offline":
             parts = [
                 f'<span style="color:{palette.warning_text};">offline — not found on disk</span>',
@@ -606,7 +609,7 @@ class LibraryPanel(QFrame):
             self.retry([str(item.data(0, ROLE_PATH))])
 
     def retry(self, paths: list[str]) -> None:
-        self.backend.retry(paths)
+        self.backend.indexing.retry(paths)
 
     def _failed_in(self, folder: str) -> list[str]:
         docs = self.snapshot.problems.get(folder, ()) if self.snapshot else ()
@@ -688,7 +691,7 @@ class LibraryPanel(QFrame):
         self.progress_detail.setText("Looking for new and changed files…")
         self.progress_current.set_full_text("")
         self._show_running()
-        self._paused(self.backend.paused)
+        self._paused(self.backend.indexing.paused)
         self.progress_card.show()
         self._set_summary_visible(False)
         self._fit_card()
@@ -720,11 +723,11 @@ class LibraryPanel(QFrame):
     def _cancelled(self, cancelled: bool) -> None:
         if cancelled:
             self._show_cancelled()
-        elif not self.backend.indexing:
+        elif not self.backend.indexing.active:
             self._finished(None)
 
     def _show_cancelled(self) -> None:
-        left = self.backend.not_indexed
+        left = self.backend.indexing.not_indexed
         self.progress_title.setText("Indexing cancelled")
         self.progress_detail.setText(
             f"{left} file{'s' if left != 1 else ''} not indexed yet"
@@ -747,7 +750,7 @@ class LibraryPanel(QFrame):
         self._fit_card()
 
     def set_progress(self, p: IndexProgress) -> None:
-        if self.backend.cancelled:
+        if self.backend.indexing.cancelled:
             return  # a cancelled run's last reports
         if not self.progress_card.isVisible() or self.resume_button.isVisible():
             self._show_running()
@@ -803,7 +806,7 @@ class LibraryPanel(QFrame):
 
     def _paused(self, paused: bool) -> None:
         self._label_switch_button()
-        if self.backend.cancelled:
+        if self.backend.indexing.cancelled:
             return
         palette = self.theme.palette
         self.pause_button.setProperty("iconName", "play" if paused else "pause")
@@ -819,19 +822,20 @@ class LibraryPanel(QFrame):
             self.set_progress(self._last_progress)  # not "paused" until the next report
 
     def _toggle_pause(self) -> None:
-        if self.backend.paused:
-            self.backend.resume_indexing()
+        work = self.backend.indexing
+        if work.paused:
+            work.resume()
         else:
-            self.backend.pause_indexing()
+            work.pause()
 
     def _watch_idle(self) -> None:
-        if not self.backend.indexing:
+        if not self.backend.indexing.active:
             self._finished(None)
 
     def _finished(self, report: IndexReport | None) -> None:
-        if self.backend.indexing:
+        if self.backend.indexing.active:
             return
-        if self.backend.cancelled:
+        if self.backend.indexing.cancelled:
             self._show_cancelled()
             return
         self.progress_card.hide()

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from core.generation.export import export_file_name
+from core.app import ops
+from core.app.ops import Changes
+from core.store.export import export_file_name
 from desktop.about import AboutDialog
 from desktop.backend import Backend
 from desktop.conversation_panel import ConversationPanel
@@ -479,7 +481,7 @@ class MainWindow(QMainWindow):
         self._restyle(theme.palette)
         # After the engine is up: the cards use core's citation parser, which must not be
         # imported on this thread while the background is importing it.
-        backend.ready.connect(lambda: QTimer.singleShot(0, self._warm_up))
+        backend.startup.ready.connect(lambda: QTimer.singleShot(0, self._warm_up))
 
     # --- building ------------------------------------------------------------------------
 
@@ -638,26 +640,24 @@ class MainWindow(QMainWindow):
         stop.activated.connect(self.conversation.stop)
 
     def _connect(self) -> None:
-        backend = self.backend
-        backend.phase_changed.connect(self._phase)
-        backend.failed.connect(self._failed)
-        backend.notice.connect(self.show_notice)
-        backend.conversations_changed.connect(self._conversations)
-        backend.library_changed.connect(
-            lambda _s: self._phase("ready", "Ready") if backend.phase == "ready" else None
+        backend, startup, work = self.backend, self.backend.startup, self.backend.indexing
+        startup.phase_changed.connect(self._phase)
+        startup.failed.connect(self._failed)
+        backend.notices.posted.connect(self.show_notice)
+        backend.changed.connect(self._changed)
+        backend.view.snapshot_changed.connect(
+            lambda _s: self._phase("ready", "Ready") if startup.phase == "ready" else None
         )
-        backend.index_finished.connect(self._index_finished)
+        work.finished.connect(self._index_finished)
         # A job starting or pausing, the watcher's run reporting, a cancel: whatever the
         # card shows of indexing, the status bar says too.
         self.library.indexing.subscribe(self._indexing_changed)
-        backend.index_failed.connect(
-            lambda m, h: self.show_notice("error", f"Indexing stopped: {m} {h}")
-        )
+        work.failed.connect(lambda m, h: self.show_notice("error", f"Indexing stopped: {m} {h}"))
         self.library.add_folder_requested.connect(self.add_folder_dialog)
         self.library.rescan_requested.connect(self.rescan)
         self.library.check_requested.connect(self.check_search_quality)
-        backend.watch_idle.connect(self._rescan_done)
-        backend.index_started.connect(self._rescan_started)
+        work.watch_idle.connect(self._rescan_done)
+        work.started.connect(self._rescan_started)
         self.library.remove_requested.connect(self.confirm_remove)
         self.conversation.evidence_requested.connect(self.show_evidence)
         self.conversation.open_settings.connect(lambda: self.open_settings())
@@ -681,7 +681,7 @@ class MainWindow(QMainWindow):
 
     def _restyle(self, palette: Palette) -> None:
         self.settings_button.setIcon(icon("settings", palette.muted))
-        self._phase(self.backend.phase, self.phase_label.text())
+        self._phase(self.backend.startup.phase, self.phase_label.text())
 
     def _warm_up(self) -> None:
         """Lay out one answer card and one search card off screen.
@@ -766,7 +766,7 @@ class MainWindow(QMainWindow):
         self.raise_()
         self.activateWindow()
         if folders:
-            self.backend.add_folders(list(folders))
+            self.backend.indexing.add_folders(list(folders))
 
     # --- drag and drop -------------------------------------------------------------------
 
@@ -799,7 +799,7 @@ class MainWindow(QMainWindow):
         self.handle_drop(paths)
 
     def handle_drop(self, paths: Sequence[str]) -> list[str]:
-        accepted = self.backend.add_folders(list(paths))
+        accepted = self.backend.indexing.add_folders(list(paths))
         if accepted:
             names = ", ".join(os.path.basename(p.rstrip(os.sep)) or p for p in accepted)
             if self.library.indexing.state.phase == "paused":
@@ -853,7 +853,7 @@ class MainWindow(QMainWindow):
 
     def _removed(self, box: QMessageBox, remove: Any, path: str) -> None:
         if box.clickedButton() is remove:
-            self.backend.remove_folder(path)
+            self.backend.indexing.remove_folder(path)
             if self.evidence.current is not None and self.evidence.current.path.startswith(path):
                 self.evidence.clear()
 
@@ -865,7 +865,7 @@ class MainWindow(QMainWindow):
             return self.settings_dialog
         appearance = str(self.qsettings.value("appearance", "system"))
         dialog = SettingsDialog(self.backend, self.theme, appearance, self, start_pull=start_pull)
-        dialog.pulled.connect(lambda _name: self.backend.check_llm())
+        dialog.pulled.connect(lambda _name: self.backend.llm.check())
         dialog.accepted.connect(lambda: self._settings_saved(dialog))
         dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
         self.settings_dialog = dialog
@@ -878,7 +878,7 @@ class MainWindow(QMainWindow):
         self.qsettings.setValue("appearance", appearance)
         if appearance != self.theme.preference:
             self.theme.set_preference(appearance)
-        self.backend.check_llm()
+        self.backend.llm.check()
 
     def new_conversation(self) -> None:
         self.conversation.new_conversation()
@@ -897,7 +897,7 @@ class MainWindow(QMainWindow):
         self.evidence.setVisible(self.evidence_action.isChecked())
 
     def open_about(self) -> AboutDialog:
-        dialog = AboutDialog(self.backend.settings.home, self, muted=self.theme.palette.muted)
+        dialog = AboutDialog(self.backend, self, muted=self.theme.palette.muted)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
         return dialog
@@ -920,7 +920,7 @@ class MainWindow(QMainWindow):
             color = p.accent if state.moving else p.warning_text if state.active else p.muted
             text = said
         elif phase == "ready":
-            snap = self.backend.snapshot
+            snap = self.backend.view.snapshot
             text = "Ready" + (
                 f" · {count_of(snap.documents, 'file')} indexed" if snap and snap.documents else ""
             )
@@ -935,7 +935,7 @@ class MainWindow(QMainWindow):
             self.banner.hide()
 
     def _indexing_changed(self, _state: IndexingState) -> None:
-        self._phase(self.backend.phase, self.phase_label.text())
+        self._phase(self.backend.startup.phase, self.phase_label.text())
 
     def _failed(self, message: str, hint: str) -> None:
         p = self.theme.palette
@@ -948,7 +948,7 @@ class MainWindow(QMainWindow):
         self.backend.retry_start()
 
     def _index_finished(self, report: Any) -> None:
-        if self.backend.phase == "ready":
+        if self.backend.startup.phase == "ready":
             self._phase("ready", "Ready")
         changed = report.added + report.updated + report.removed
         if report.cancelled:
@@ -970,7 +970,7 @@ class MainWindow(QMainWindow):
 
     def rescan(self) -> None:
         """F5, the Rescan button and menu item: look for changes, and say so."""
-        snap = self.backend.snapshot
+        snap = self.backend.view.snapshot
         if not self.backend.is_ready:
             self.show_notice(
                 "info", "Lectern is still opening your library; rescan once it is ready."
@@ -982,7 +982,7 @@ class MainWindow(QMainWindow):
         folders = count_of(len(snap.folders), "folder") if snap is not None else "your folders"
         self.show_notice("info", f"Rescanning {folders} for new, changed and deleted files…")
         self._rescan = "asked"
-        self.backend.rescan()
+        self.backend.indexing.rescan()
 
     def _rescan_started(self, job: Any) -> None:
         if self._rescan == "asked" and job.is_full_rescan:
@@ -991,7 +991,7 @@ class MainWindow(QMainWindow):
     def _rescan_done(self) -> None:
         """The watcher's pass for a rescan ended (a run without a watcher ends in
         ``_index_finished``)."""
-        if self._rescan and not self.backend.indexing:
+        if self._rescan and not self.backend.indexing.active:
             self._rescan = ""
             self.show_notice("info", "Rescan done: your library is up to date.")
 
@@ -1002,6 +1002,10 @@ class MainWindow(QMainWindow):
         # Core's notices name models by id (a new library that started multilingual).
         self.notice_label.setText(plain_words(text))
         self._notice_timer.start(12000 if level != "info" else 6000)
+
+    def _changed(self, changes: Changes) -> None:
+        if changes.conversations:
+            self.backend.run(ops.conversations(), on_result=self._conversations)
 
     def _conversations(self, conversations: list[Any]) -> None:
         self.conversations = conversations
@@ -1043,8 +1047,9 @@ class MainWindow(QMainWindow):
     def _search_conversations(self, query: str) -> None:
         if not query:
             return
-        self.backend.search_conversations(
-            query, lambda matches: self.conversation_list.show_matches(query, matches)
+        self.backend.run(
+            ops.search_conversations(query),
+            on_result=lambda matches: self.conversation_list.show_matches(query, matches),
         )
 
     def _title_of(self, conversation_id: int) -> str:
@@ -1063,8 +1068,10 @@ class MainWindow(QMainWindow):
             message, hint = describe_error(exc)
             self.show_notice("error", f"{message} {hint}".strip())
 
-        self.backend.rename_conversation(
-            conversation_id, title, on_result=self._renamed, on_error=failed
+        self.backend.run(
+            ops.rename_conversation(conversation_id, title),
+            on_result=self._renamed,
+            on_error=failed,
         )
 
     def _renamed(self, conversation: Any) -> None:
@@ -1092,8 +1099,10 @@ class MainWindow(QMainWindow):
             return
         if not os.path.splitext(path)[1]:
             path += ".md"
-        self.backend.export_conversation(
-            cid, path, on_result=self._exported, on_error=self._export_failed
+        self.backend.run(
+            ops.export_conversation(cid, path).then(lambda _markdown: path),
+            on_result=self._exported,
+            on_error=self._export_failed,
         )
 
     def _exported(self, path: str) -> None:
@@ -1116,4 +1125,4 @@ class MainWindow(QMainWindow):
     def _delete_conversation(self, conversation_id: int) -> None:
         if self.conversation.conversation_id == conversation_id:
             self.new_conversation()
-        self.backend.delete_conversation(conversation_id)
+        self.backend.run(ops.delete_conversation(conversation_id))

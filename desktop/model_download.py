@@ -44,8 +44,8 @@ class ModelDownload(QObject):
         model = self.model
 
         def pull(ctx: TaskContext) -> bool:
-            from core.generation.llm import make_client
             from core.generation.pull import pull_model
+            from core.llm import make_client
 
             client = make_client(settings)
             try:
@@ -53,7 +53,7 @@ class ModelDownload(QObject):
             finally:
                 client.close()
 
-        self.task = self.backend.background.submit(
+        self.task = self.backend.run_local(
             pull,
             name=f"download {model}",
             on_progress=self._progress,
@@ -76,7 +76,7 @@ class ModelDownload(QObject):
             self.cancelled.emit()
             return
         # The badge and the next answer must see the model at once, not at the next poll.
-        self.backend.check_llm(quiet=True)
+        self.backend.llm.check(quiet=True)
         self.finished.emit(self.model)
 
     def _failed(self, exc: BaseException) -> None:

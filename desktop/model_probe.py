@@ -1,8 +1,9 @@
 """Asking the configured model server what it has, for the badge and the settings.
 
-Runs on the backend's probe pool (network waits of up to seconds must never hold up the
-window or closing it); every outcome, a malformed address included, becomes an
-``LLMStatus`` the UI can show with a fix.
+Runs off the UI thread, the badge's checks on a pool of their own (desktop/llm_monitor.py:
+network waits of up to seconds must never hold up the window or closing it); every
+outcome, a malformed address included, becomes an ``LLMStatus`` the UI can show with a
+fix.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from core.errors import LecternError
 from desktop.workers import describe_error
 
 if TYPE_CHECKING:
-    from core.generation.llm import Backend
+    from core.llm import Backend
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class LLMStatus:
     """What the configured model server said when last asked."""
 
     state: str  # checking | ready | unreachable | no_models | model_missing | invalid | error
-    kind: str = Settings.llm_kind  # a key of core.generation.llm.BACKENDS
+    kind: str = Settings.llm_kind  # a key of core.llm.BACKENDS
     url: str = ""
     model: str = ""
     models: tuple[str, ...] = ()
@@ -43,7 +44,7 @@ class LLMStatus:
     def backend(self) -> Backend | None:
         """The kind of server, None for a kind this version does not know."""
         # Imported here: the window opens before the HTTP clients are loaded.
-        from core.generation.llm import BACKENDS
+        from core.llm import BACKENDS
 
         return BACKENDS.get(self.kind)
 
@@ -63,7 +64,7 @@ def model_matches(wanted: str, installed: str) -> bool:
 
 def llm_address(settings: Settings) -> str:
     """The server address as configured (never raises, unlike resolving it)."""
-    from core.generation.llm import BACKENDS
+    from core.llm import BACKENDS
 
     backend = BACKENDS.get(settings.llm_kind)
     return backend.address(settings) if backend else settings.llm_url
@@ -81,7 +82,7 @@ def address_problem(exc: LecternError) -> tuple[str, str]:
 def probe_llm(settings: Settings) -> LLMStatus:
     """Ask the configured server what it has (runs in the background)."""
     from core.errors import ConfigError, LLMUnavailableError
-    from core.generation.llm import backend_for, make_client
+    from core.llm import backend_for, make_client
 
     kind = settings.llm_kind
     url = llm_address(settings)

@@ -62,7 +62,7 @@ def citation_chip(n: int, occurrence: int, palette: Palette, known: bool = True)
 
 
 def _line_html(line: str, palette: Palette, counts: dict[int, int], known: set[int] | None) -> str:
-    from core.generation.citations import parse_citations
+    from core.citation_marks import parse_citations
 
     parts: list[str] = []
     pos = 0
@@ -268,7 +268,7 @@ def snippet(text: str, terms: Iterable[str], limit: int = 420) -> str:
 
 def turn_markdown(turn: TurnView) -> str:
     """The answer with its citations, as Markdown a person can paste anywhere."""
-    from core.generation.citations import parse_citations
+    from core.citation_marks import parse_citations
 
     lines = [f"**Question:** {turn.question.strip()}", "", turn.answer.strip()]
     cited = sorted(turn.cited_numbers) or sorted(

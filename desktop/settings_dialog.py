@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from core.config import Settings
-from core.generation.llm import BACKENDS, backend_for
+from core.generation.llm_order import LLM_RERANK_CANDIDATES
 from core.generation.pull import byte_size
 from core.indexing.throttle import IDLE_THRESHOLD, Throttle, cpu_cores
-from core.retrieval.llm_order import LLM_RERANK_CANDIDATES
+from core.llm import BACKENDS, backend_for
 from desktop.backend import Backend
 from desktop.model_probe import LLMStatus, model_matches, probe_llm
 from desktop.qt import (
@@ -69,8 +69,8 @@ class SettingsDialog(QDialog):
         self.backend = backend
         self.theme = theme
         self.appearance = appearance
-        self.models_task: Task | None = None
-        self.pull_task: Task | None = None
+        self.models_task: Task[Any] | None = None
+        self.pull_task: Task[Any] | None = None
         settings = backend.settings
 
         # The form scrolls inside the dialog: on a short screen (1024x700) the dialog is
@@ -391,12 +391,12 @@ class SettingsDialog(QDialog):
         def probe(ctx: TaskContext) -> LLMStatus:
             return probe_llm(settings)
 
-        task = self.backend.background.submit(
+        task = self.backend.run_local(
             probe, name="list models", on_result=lambda status: self._models(task, status)
         )
         self.models_task = task
 
-    def _models(self, task: Task, status: LLMStatus) -> None:
+    def _models(self, task: Task[Any], status: LLMStatus) -> None:
         if task is not self.models_task:
             return
         palette = self.theme.palette
@@ -466,8 +466,8 @@ class SettingsDialog(QDialog):
         self._repolish(self.pull_button)
 
         def pull(ctx: TaskContext) -> str:
-            from core.generation.llm import make_client
             from core.generation.pull import pull_model
+            from core.llm import make_client
 
             client = make_client(settings)
             try:
@@ -476,7 +476,7 @@ class SettingsDialog(QDialog):
                 client.close()
             return "done" if completed else "cancelled"
 
-        self.pull_task = self.backend.background.submit(
+        self.pull_task = self.backend.run_local(
             pull,
             name="pull model",
             on_progress=self._pull_progress,

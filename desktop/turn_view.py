@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from core.generation.events import SERVER_FAILED, WarningKind
-from core.generation.redaction import blank_answer, shown_answer
+from core.store.redaction import blank_answer, shown_answer
 from desktop.qt import (
     QFrame,
     QGuiApplication,
@@ -284,7 +284,7 @@ class TurnWidget(QFrame):
 
     def _shown_answer(self) -> tuple[str, str]:
         """The answer as shown, and the line said once for its sentences whose document
-        left the library (core.generation.redaction.shown_answer): missing, not wiped."""
+        left the library (core.store.redaction.shown_answer): missing, not wiped."""
         turn = self.turn
         if turn.streaming:
             return turn.answer, ""
@@ -602,7 +602,7 @@ class TurnWidget(QFrame):
     def forget_sources(self, kept: Callable[[str], bool]) -> bool:
         """Blank the text of the sources whose document is no longer in the library (not
         ``kept``), and the answer's sentences citing or quoting them, as the stored
-        conversation does (core/generation/redaction.py); True when any was."""
+        conversation does (core/store/redaction.py); True when any was."""
         turn = self.turn
         gone = {s.path for s in turn.sources if not s.removed and not kept(s.path)}
         if not gone:

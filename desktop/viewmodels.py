@@ -408,7 +408,7 @@ def _named(text: str, model_id: str, label: str) -> str:
 @dataclass(frozen=True)
 class IndexingState:
     """What the library card, the status bar and the file list say of indexing. All
-    three read this one record, made from the backend's state by ``IndexingView``, so
+    three read this one record, made from the indexing host's state by ``IndexingView``, so
     the card cannot say Paused while the status bar says Indexing."""
 
     # idle | starting (no count yet) | running | waiting (for an idle computer) | paused
@@ -468,35 +468,36 @@ StateListener = Callable[[IndexingState], None]
 
 
 class IndexingView:
-    """The one account of the backend's indexing (one per backend: ``indexing_view``).
+    """The one account of the app's indexing (one per ``IndexingHost``, desktop/indexing_host.py:
+    ``indexing_view``).
 
-    It follows the backend's signals itself and then tells its listeners, so that every
+    It follows the host's signals itself and then tells its listeners, so that every
     reader sees the same state, already updated, whichever signal came first."""
 
-    def __init__(self, backend: Any) -> None:
-        self._backend = weakref.ref(backend)
+    def __init__(self, host: Any) -> None:
+        self._host = weakref.ref(host)
         self._progress: IndexProgress | None = None
         self._listeners: list[Callable[[], StateListener | None]] = []
-        backend.index_started.connect(self._started)
-        backend.index_progress.connect(self._reported)
-        for signal in (backend.index_paused, backend.index_cancelled):
+        host.started.connect(self._started)
+        host.progress.connect(self._reported)
+        for signal in (host.pause_changed, host.cancel_changed):
             signal.connect(lambda _flag: self._tell())
-        backend.index_finished.connect(lambda _report: self._ended())
-        backend.index_failed.connect(lambda _message, _hint: self._ended())
-        backend.watch_idle.connect(self._ended)
+        host.finished.connect(lambda _report: self._ended())
+        host.failed.connect(lambda _message, _hint: self._ended())
+        host.watch_idle.connect(self._ended)
 
     @property
     def state(self) -> IndexingState:
-        backend = self._backend()
-        if backend is None:
+        host = self._host()
+        if host is None:
             return IndexingState("idle")
         progress = self._progress
-        if backend.cancelled:
-            return IndexingState("cancelled", progress, backend.not_indexed)
-        if not backend.indexing and progress is None:
+        if host.cancelled:
+            return IndexingState("cancelled", progress, host.not_indexed)
+        if not host.active and progress is None:
             return IndexingState("idle")
         # (A count with no run known is one the card was handed directly: shown as a run.)
-        if backend.paused:
+        if host.paused:
             return IndexingState("paused", progress)
         if progress is not None and progress.waiting_reason:
             return IndexingState("waiting", progress)
@@ -511,7 +512,7 @@ class IndexingView:
             self._listeners.append(lambda: listener)
 
     def take(self, progress: IndexProgress) -> None:
-        """A count shown before the backend's own signal has brought it (the same count
+        """A count shown before the host's own signal has brought it (the same count
         again when it has)."""
         self._progress = progress
 
@@ -525,8 +526,8 @@ class IndexingView:
         self._tell()
 
     def _ended(self) -> None:
-        backend = self._backend()
-        if backend is not None and not backend.indexing and not backend.cancelled:
+        host = self._host()
+        if host is not None and not host.active and not host.cancelled:
             self._progress = None
         self._tell()
 
@@ -546,9 +547,9 @@ class IndexingView:
 _views: weakref.WeakKeyDictionary[Any, IndexingView] = weakref.WeakKeyDictionary()
 
 
-def indexing_view(backend: Any) -> IndexingView:
-    """The backend's one ``IndexingView`` (made on first use)."""
-    view = _views.get(backend)
+def indexing_view(host: Any) -> IndexingView:
+    """The indexing host's one ``IndexingView`` (made on first use)."""
+    view = _views.get(host)
     if view is None:
-        view = _views[backend] = IndexingView(backend)
+        view = _views[host] = IndexingView(host)
     return view

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from desktop.backend import LibrarySnapshot
+from desktop.library_view import LibrarySnapshot
 from desktop.model_probe import LLMStatus
 from desktop.qt import (
     QFrame,
@@ -27,8 +27,8 @@ from desktop.theme import Palette, Theme, icon
 
 def format_name(kind: str) -> str:
     """What a person calls the file type ``kind`` in a sentence ("OpenDocument", "e-mail"),
-    from the format table (core/ingest/formats.py)."""
-    from core.ingest.formats import family_name
+    from the format table (core/formats.py)."""
+    from core.formats import family_name
 
     return family_name(kind)
 
@@ -36,7 +36,7 @@ def format_name(kind: str) -> str:
 def readable_formats() -> str:
     """Every kind of file Lectern reads, named as a person would, in one phrase from the
     format table: "PDF, Word (.docx), Markdown, …, e-mail (.eml, .mbox) and Org mode"."""
-    from core.ingest.formats import readable_formats as every_format
+    from core.formats import readable_formats as every_format
 
     return every_format()
 

@@ -15,11 +15,15 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from core.errors import LecternError
 from core.indexing.threads import lower_thread_priority
 from desktop.qt import QObject, QRunnable, QThread, QThreadPool, Signal
+
+if TYPE_CHECKING:
+    from core.app.ops import Changes, Op
+    from core.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +175,57 @@ class Background(QObject):
 
     def wait(self, timeout_ms: int = 30000) -> bool:
         return self.pool.waitForDone(timeout_ms)
+
+
+class Notices(QObject):
+    """What the app tells the person in passing (the status bar's line): a level (info |
+    warning | error) and a sentence."""
+
+    posted = Signal(str, str)
+
+    def say(self, level: str, text: str) -> None:
+        self.posted.emit(level, text)
+
+    def error(self, exc: BaseException) -> None:
+        message, hint = describe_error(exc)
+        self.posted.emit("error", f"{message} {hint}".strip())
+
+
+class OpRunner(Protocol):
+    """What the parts of the app's backend (desktop/backend.py) ask of it: ops run on the
+    open library, and what changed said once."""
+
+    @property
+    def is_ready(self) -> bool: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def apply_settings(self, settings: Settings) -> None: ...
+
+    def run(
+        self,
+        op: Op[T],
+        *,
+        on_result: Callable[[T], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+        on_progress: Callable[[Any], None] | None = None,
+        min_interval_s: float = 0.0,
+        engine: bool = False,
+    ) -> Task[T] | None: ...
+
+    def run_local(
+        self,
+        fn: Callable[[TaskContext], T],
+        *,
+        name: str,
+        on_result: Callable[[T], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+        on_progress: Callable[[Any], None] | None = None,
+        min_interval_s: float = 0.0,
+    ) -> Task[T]: ...
+
+    def announce(self, changes: Changes) -> None: ...
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:

@@ -33,7 +33,7 @@ from core.text import split_sentences
 # 3: no file name as context; 4: sentences from core.text (CJK, bullets); 5: a split
 # table's header in each of its chunks
 CHUNKER_VERSION = "5"
-SPECIAL_TOKENS = 2  # [CLS] and [SEP] count against the model's 256
+SPECIAL_TOKENS = 2  # [CLS] and [SEP] count against the model's limit
 MAX_CONTEXT_TOKENS = 48
 # A split table's header, carried by each of its chunks: a wide table's column names
 # are long, and rows read without them are bare figures; past this, it is cut.
@@ -87,7 +87,7 @@ class PassageChunker:
         self,
         count_tokens: TokenCounter,
         *,
-        max_tokens: int = 256,
+        max_tokens: int,
         overlap_sentences: int = 0,
     ) -> None:
         self._count = count_tokens

@@ -15,20 +15,21 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from core.cli.args import positive_int
 from core.cli.terminal import printable, printable_lines
 from core.config import load_settings
 from core.errors import LecternError
+from core.generation.answer_state import AnswerState, Change
 from core.generation.citations import REFUSAL
-from core.generation.events import WarningKind
+from core.generation.events import DoneEvent, Event, WarningKind
 from core.generation.extractive import EXTRACTIVE_NOTE
-from core.generation.llm import ModelInfo, PullProgress, make_client
+from core.generation.llm_order import rerank_note
 from core.generation.session import AnswerSession
+from core.llm import ModelInfo, PullProgress, make_client
 from core.records import Citation
-from core.retrieval.llm_order import rerank_note
 
 if TYPE_CHECKING:
     from core.ipc import RemoteLibrary
@@ -125,16 +126,7 @@ def cmd_ask(
 ) -> int:
     from core.cli.common import running_library
     from core.errors import IndexBusyError
-    from core.generation.qa import (
-        DoneEvent,
-        DraftEvent,
-        ErrorEvent,
-        SourcesEvent,
-        StatusEvent,
-        TokenEvent,
-        WarningEvent,
-        ask,
-    )
+    from core.generation.qa import ask
     from core.library import Library
 
     out = out or sys.stdout
@@ -144,9 +136,6 @@ def cmd_ask(
         print("Type a question to ask about your documents.", file=err)
         return EXIT_ERROR
     cancel = threading.Event()
-    streamed: list[str] = []
-    draft: str | None = None  # the quoted answer shown while the model reads
-    said: set[str] = set()
     settings = load_settings()
     # A mistyped server address quotes the documents, with an llm_config warning.
     session = AnswerSession(settings, use_llm=not getattr(args, "no_llm", False))
@@ -181,48 +170,7 @@ def cmd_ask(
                     scope=scope,
                 )
             )
-        for event in events:
-            if isinstance(event, SourcesEvent) and not as_json and not event.hits:
-                print("No indexed passage matches this question.", file=err)
-            elif isinstance(event, StatusEvent) and not as_json:
-                if event.kind not in said:  # once each: progress would flood the terminal
-                    said.add(event.kind)
-                    print(printable(event.message), file=err)
-            elif isinstance(event, DraftEvent) and not as_json:
-                # A slow server is still reading: the quote now, the written answer after.
-                draft = event.answer
-                shown = printable_lines(draft)
-                out.write(f"{shown}\n({EXTRACTIVE_NOTE}; the model is still reading…)\n")
-                out.flush()
-            elif isinstance(event, TokenEvent) and not as_json:
-                if draft is not None and not streamed:
-                    if event.text == draft:  # the model failed: the quote is the answer
-                        continue
-                    out.write("\nWritten answer:\n")
-                streamed.append(event.text)
-                out.write(printable_lines(event.text))
-                out.flush()
-            elif isinstance(event, WarningEvent):
-                pass  # printed after the answer and its sources (DoneEvent has them all)
-            elif isinstance(event, ErrorEvent):
-                if as_json:
-                    print(json.dumps(event.to_json()), file=out)
-                else:
-                    if streamed:
-                        out.write("\n")
-                    print(f"Error: {printable(event.error.message)}", file=err)
-                    if event.error.hint:
-                        print(f"Hint: {printable(event.error.hint)}", file=err)
-                return EXIT_ERROR
-            elif isinstance(event, DoneEvent):
-                if as_json:
-                    print(json.dumps(answer_json(event)), file=out)
-                    return 0
-                _print_done(event, "".join(streamed), out)
-                for warning in event.warnings:
-                    print(f"Warning: {printable(warning.message)}", file=err)
-                return 0
-        return 0
+        return show_answer(events, out=out, err=err, as_json=as_json)
     except KeyboardInterrupt:
         cancel.set()  # the stream's finally shuts the connection; say what happened
         out.write("\n")
@@ -233,7 +181,58 @@ def cmd_ask(
         session.close()
 
 
-def _print_done(done: Any, streamed: str, out: TextIO) -> None:
+def show_answer(events: Iterable[Event], *, out: TextIO, err: TextIO, as_json: bool) -> int:
+    """Print the answer as ``events`` (folded by AnswerState) bring it: progress and the
+    draft on the way, the answer as it is written, then its sources and warnings (or the
+    error); ``as_json``, one JSON object at the end. The exit status."""
+    state = AnswerState()
+    said: set[str] = set()
+    printed = 0  # how much of the written text is on the terminal
+    for event in events:
+        change = state.apply(event)
+        if state.error is not None:
+            error = state.error
+            if as_json:
+                print(json.dumps(error.to_json()), file=out)
+            else:
+                if printed:
+                    out.write("\n")
+                print(f"Error: {printable(error.error.message)}", file=err)
+                if error.error.hint:
+                    print(f"Hint: {printable(error.error.hint)}", file=err)
+            return EXIT_ERROR
+        if state.done is not None:
+            if as_json:
+                print(json.dumps(answer_json(state.done)), file=out)
+                return 0
+            _print_done(state.done, state.written, out)
+            # Said after the answer and its sources: the done answer holds them all.
+            for warning in state.warnings:
+                print(f"Warning: {printable(warning.message)}", file=err)
+            return 0
+        if as_json:
+            continue
+        if change & Change.SOURCES and not state.hits:
+            print("No indexed passage matches this question.", file=err)
+        status = state.status
+        if change & Change.STATUS and status is not None and status.kind not in said:
+            said.add(status.kind)  # once each: progress would flood the terminal
+            print(printable(status.message), file=err)
+        if change & Change.DRAFT and state.drafting and state.draft is not None:
+            # A slow server is still reading: the quote now, the written answer after.
+            shown = printable_lines(state.draft.answer)
+            out.write(f"{shown}\n({EXTRACTIVE_NOTE}; the model is still reading…)\n")
+            out.flush()
+        if change & Change.TEXT and len(state.written) > printed:
+            if state.draft is not None and not printed:
+                out.write("\nWritten answer:\n")
+            out.write(printable_lines(state.written[printed:]))
+            printed = len(state.written)
+            out.flush()
+    return 0
+
+
+def _print_done(done: DoneEvent, streamed: str, out: TextIO) -> None:
     if streamed and not streamed.endswith("\n"):
         out.write("\n")
     if streamed.strip() and streamed.strip() != done.answer.strip():

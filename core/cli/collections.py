@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from core.app import ops
 from core.cli.common import open_library, open_reader
 from core.cli.terminal import printable
 from core.records import Collection, Scope
@@ -112,19 +113,19 @@ def cmd_collection(args: argparse.Namespace) -> int:
     library = open_library()
     try:
         if args.action == "create":
-            made = library.create_collection(args.name, args.folders)
+            made = ops.create_collection(args.name, args.folders).run(library).value
             print(f"Created the collection “{printable(made.name)}” ({_count(made)}).")
         elif args.action == "add":
-            changed = library.add_to_collection(args.name, args.folders)
+            changed = ops.add_to_collection(args.name, args.folders).run(library).value
             print(f"“{printable(changed.name)}” now holds {_count(changed)}.")
         elif args.action == "remove":
-            changed = library.remove_from_collection(args.name, args.folders)
+            changed = ops.remove_from_collection(args.name, args.folders).run(library).value
             print(f"“{printable(changed.name)}” now holds {_count(changed)}.")
         elif args.action == "rename":
-            renamed = library.rename_collection(args.name, args.new_name)
+            renamed = ops.rename_collection(args.name, args.new_name).run(library).value
             print(f"Renamed to “{printable(renamed.name)}”.")
         elif args.action == "delete":
-            library.delete_collection(args.name)
+            ops.delete_collection(args.name).run(library)
             print(
                 f"Deleted the collection “{printable(args.name)}”; its folders stay in the library."
             )

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.app import ops
 from core.cli.terminal import printable, printable_lines
 from core.records import Conversation, Turn, TurnState
 
@@ -92,7 +93,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             else:
                 print("\n".join(_line(c) for c in found))
         elif args.action == "search":
-            matches = library.search_conversations(args.query)
+            matches = library.conversations.search(args.query)
             if args.json:
                 print(
                     json.dumps(
@@ -130,7 +131,7 @@ def _rename(args: argparse.Namespace) -> int:
 
     library = open_library()
     try:
-        renamed = library.rename_conversation(args.id, args.title)
+        renamed = ops.rename_conversation(args.id, args.title).run(library).value
         print(json.dumps(_record(renamed)) if args.json else f"Renamed: {_line(renamed)}")
     finally:
         library.close()
@@ -142,7 +143,7 @@ _STATE_KINDS = {TurnState.STOPPED: "cancelled", TurnState.FAILED: "failed"}
 
 
 def _show(library: Any, args: argparse.Namespace) -> None:
-    from core.generation.redaction import removed_files, shown_answer
+    from core.store.redaction import removed_files, shown_answer
 
     conversation = library.conversations.require(args.id)
     turns: list[Turn] = library.conversations.turns(args.id)
@@ -188,9 +189,9 @@ def _source_lines(turn: Turn) -> list[str]:
 
 
 def _export(library: Any, args: argparse.Namespace) -> int:
-    from core.generation.export import export_file_name, write_export
+    from core.store.export import export_file_name, write_export
 
-    text = library.export_conversation(args.id)
+    text = library.conversations.export(args.id)
     if args.output is None:
         # On a terminal the passages' own control characters are escaped; into a pipe
         # or a file the Markdown goes as written.

@@ -41,7 +41,7 @@ def cmd_files(args: argparse.Namespace) -> int:
     library = open_reader()
     try:
         status = args.state.replace("-", " ") if args.state else None
-        entries = library.file_list(folder=args.folder, status=status)
+        entries = library.files.file_list(folder=args.folder, status=status)
     finally:
         library.close()
     counts = Counter(e.status for e in entries)

@@ -129,7 +129,7 @@ def _finish_model_switch(library: Library) -> bool:
         return True
     last = ""
     try:
-        while not library.wait_for_model_switch(timeout=2.0):
+        while not library.models.wait(timeout=2.0):
             status = library.reembedding_status()
             if status is None:
                 break

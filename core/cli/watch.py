@@ -87,9 +87,9 @@ def _emit(
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from core.app.coordinator import DISK_RECHECK_S, IndexingCoordinator
+    from core.app.watch import AppliedBatch, FolderWatcher
     from core.cli.common import ProgressBar, open_library
-    from core.indexing.coordinator import DISK_RECHECK_S, IndexingCoordinator
-    from core.indexing.watch import AppliedBatch, FolderWatcher
     from core.ipc import serve
 
     library = open_library(migrate=True)
@@ -170,7 +170,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     for path in args.paths:
         library.add_folder(Path(path))
-    if not library.folders():
+    if not library.files.folders():
         library.close()
         raise LecternError("There is no folder to watch.", "Run `lectern watch FOLDER` to add one.")
 
@@ -200,7 +200,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         watcher.start(reconcile=True)  # the first pass indexes what changed while away
         while not watcher.wait_idle(0.5):
             pass
-        folders = library.folders()
+        folders = library.files.folders()
         _emit(
             args,
             out_lock,
@@ -209,7 +209,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             "Press Ctrl-C to stop.",
         )
         # A full disk holds the watcher until there is room, then one reconcile catches
-        # up (core/indexing/coordinator.py, the app's rule too).
+        # up (core/app/coordinator.py, the app's rule too).
         work = IndexingCoordinator()
         work.watcher = watcher
         while True:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
+from core.citation_marks import strip_citations
 from core.config import Settings, load_settings
 from core.errors import (
     DatasetError,
@@ -51,12 +52,7 @@ from core.errors import (
     ModelNotFoundError,
 )
 from core.evaluation.beir import jsonl_rows
-from core.generation.citations import (
-    is_refusal,
-    strip_citations,
-    unverified_identifiers,
-    unverified_names,
-)
+from core.generation.citations import is_refusal, unverified_identifiers, unverified_names
 from core.generation.events import SERVER_FAILED, WarningKind
 from core.generation.qa import MODEL_UNCHECKED
 from core.library import Library
@@ -64,8 +60,8 @@ from core.records import Citation, IndexProgress
 from core.text import content_words, overlap
 
 if TYPE_CHECKING:
-    from core.generation.llm import LLMClient
     from core.generation.qa import DoneEvent
+    from core.llm import LLMClient
 
 GROUPS = ("answerable", "unanswerable", "out_of_corpus")
 MODES = ("none", "llm")
@@ -483,37 +479,31 @@ def _ask_all(
     log: TextIO | None,
 ) -> tuple[list[QuestionResult], list[str]]:
     """Every question through ``ask``; the scored answers and the errors' messages."""
-    from core.generation.qa import DoneEvent, ErrorEvent, TokenEvent, ask
+    from core.generation.qa import AnswerState, ask
 
     results: list[QuestionResult] = []
     errors: list[str] = []
     started = last = time.monotonic()
     for number, question in enumerate(questions, start=1):
         t0 = time.perf_counter()
-        first: float | None = None
-        done: DoneEvent | None = None
-        failure: ErrorEvent | None = None
         conversation = _conversation(library, question.history)
-        events = ask(
-            library,
-            question.question,
-            conversation,
-            client=client,
-            use_llm=mode != "none",
-            # A follow-up's conversation is kept so that it can be read; a scratch library.
-            store=conversation is not None,
+        state = AnswerState.fold(
+            ask(
+                library,
+                question.question,
+                conversation,
+                client=client,
+                use_llm=mode != "none",
+                # A follow-up's conversation is kept so that it can be read; a scratch library.
+                store=conversation is not None,
+            )
         )
-        for event in events:
-            if first is None and isinstance(event, TokenEvent):
-                first = time.perf_counter() - t0
-            elif isinstance(event, DoneEvent):
-                done = event
-            elif isinstance(event, ErrorEvent):
-                failure = event
+        first = state.first_token_at - t0 if state.first_token_at is not None else None
+        done = state.done
         if done is None:
             results.append(_failed(question))
-            if failure is not None and len(errors) < 5:
-                errors.append(failure.error.message)
+            if state.error is not None and len(errors) < 5:
+                errors.append(state.error.error.message)
         else:
             # The model's own clock where it wrote the answer (from the request to its
             # first token); otherwise the time the first words reached the caller.
@@ -541,13 +531,13 @@ def _conversation(library: Library, history: Sequence[str]) -> int | None:
     """A conversation holding ``history``, for a follow-up question; None without history.
     The earlier questions are answered without the model: their answers only feed the
     follow-up's rewrite, and a model answer each would double a run's time."""
-    from core.generation.qa import DoneEvent, ask
+    from core.generation.qa import AnswerState, ask
 
     conversation: int | None = None
     for earlier in history:
-        for event in ask(library, earlier, conversation, use_llm=False):
-            if isinstance(event, DoneEvent) and event.conversation_id is not None:
-                conversation = event.conversation_id
+        state = AnswerState.fold(ask(library, earlier, conversation, use_llm=False))
+        if state.conversation_id is not None:
+            conversation = state.conversation_id
     return conversation
 
 
@@ -569,7 +559,7 @@ def _run_mode(
     documents: Path,
     log: TextIO | None,
 ) -> dict[str, Any]:
-    from core.generation.llm import make_client
+    from core.llm import make_client
 
     report: dict[str, Any] = {"model": None}
     client = None
@@ -672,8 +662,8 @@ def evaluate_answers(
         report = library.index([docs], progress=progress)
         # As in core/evaluation/beir.py: never answer from another model's vectors or a keyword
         # index still being rebuilt in another format.
-        library.wait_for_model_switch()
-        library.wait_for_keyword_rebuild()
+        library.models.wait()
+        library.keyword.wait_for_merge()
         # And, as there, every run starts from a new library's record of which list was
         # surer (core/retrieval/fusion.py), so that runs can be compared.
         library.retriever.calibration.reset()

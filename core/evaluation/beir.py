@@ -191,9 +191,9 @@ def indexed_beir(
         report = library.index([docs], progress=progress)
         # A scratch index built with another model switches to this one in the background
         # (core/indexing/reembed.py); the run must not search with the old one meanwhile.
-        library.wait_for_model_switch()
+        library.models.wait()
         # Nor with a keyword index still being rebuilt in another format.
-        library.wait_for_keyword_rebuild()
+        library.keyword.wait_for_merge()
         yield IndexedBeir(
             beir,
             library,

@@ -175,9 +175,9 @@ def make_questions(
     prompt in, the model's reply out) writes the questions when given. ``progress`` is
     told the questions made of ``size``; ``cancel`` stops it between two."""
     rng = random.Random(seed)
-    sampled = library.store.sample_chunks(size * 2, seed=seed)
+    sampled = library.files.sample_chunks(size * 2, seed=seed)
     rng.shuffle(sampled)
-    places = library.store.chunk_places([chunk_id for chunk_id, _, _ in sampled])
+    places = library.files.chunk_places([chunk_id for chunk_id, _, _ in sampled])
     questions: list[CheckQuestion] = []
     for chunk_id, _, text in sampled:
         if len(questions) >= size or chunk_id not in places:
@@ -292,7 +292,7 @@ def _compare_models(
     the model it is on; ``cancel`` stops it at the next file or question."""
     from core.config import Settings
 
-    documents = {d.path: d for d in library.documents(state="indexed")}
+    documents = {d.path: d for d in library.files.documents(state="indexed")}
     wanted = list(dict.fromkeys(q.path for q in questions if q.path in documents))
     others = [p for p in documents if p not in set(wanted)]
     random.Random(seed).shuffle(others)
@@ -303,7 +303,7 @@ def _compare_models(
     for number, path in enumerate(chosen):
         _stop_if(cancel)
         copy = docs / f"{number:05d}.txt"
-        text = library.document_text(documents[path].id)
+        text = library.files.text(documents[path].id)
         if not copy.exists() or copy.read_text(encoding="utf-8") != text:
             copy.write_text(text, encoding="utf-8")
         copies[path] = os.fspath(copy.resolve())
@@ -331,8 +331,8 @@ def _compare_models(
             controls = Controls(cancel=cancel) if cancel is not None else None
             copy_library.index([docs], progress=indexed, controls=controls)
             _stop_if(cancel)
-            copy_library.wait_for_model_switch()
-            copy_library.wait_for_keyword_rebuild()
+            copy_library.models.wait()
+            copy_library.keyword.wait_for_merge()
             figures[model] = measure(copy_library, moved, progress=searched, cancel=cancel)
     return figures
 
@@ -461,7 +461,7 @@ def verdict(report: dict[str, Any], *, app: bool = False) -> list[str]:
 def model_writer(library: Library) -> Callable[[str], str] | None:
     """The configured model as a prompt-to-reply function for ``make_questions``, or None
     when it cannot answer (the questions are then made without it)."""
-    from core.generation.llm import complete, make_client
+    from core.llm import complete, make_client
 
     settings = library.settings
     try:

@@ -26,6 +26,8 @@ from core.config import Settings, load_settings
 from core.errors import LecternError, LLMUnavailableError
 
 if TYPE_CHECKING:
+    from core.generation.answer_state import AnswerState
+    from core.generation.events import DoneEvent
     from core.library import Library
 
 SEARCH_DEPTH = 5  # the probed document must rank at least this high
@@ -161,8 +163,8 @@ class SelfTest:
         return f"{files} files"
 
     def _answer(self, library: Library) -> str:
-        from core.generation.llm import make_client
-        from core.generation.qa import DoneEvent, ErrorEvent, ask
+        from core.generation.qa import AnswerState, ask
+        from core.llm import make_client
 
         settings = library.settings
         client = make_client(settings)
@@ -180,16 +182,12 @@ class SelfTest:
                 ) from None
             model = self.model or _pick_model(settings.llm_model, installed)
             question = self.question or _probe_question(library)
-            done: DoneEvent | None = None
-            for event in ask(library, question, client=client, model=model, store=False):
-                if isinstance(event, ErrorEvent):
-                    raise StepFailed(f"{event.error.message} {event.error.hint}".strip())
-                if isinstance(event, DoneEvent):
-                    done = event
+            state = AnswerState.fold(
+                ask(library, question, client=client, model=model, store=False)
+            )
         finally:
             client.close()
-        if done is None:
-            raise StepFailed("The answer stream ended without a result.")
+        done = _done(state)
         if done.mode != "generated":
             raise StepFailed(f"Expected a generated answer, got {done.mode!r}: {done.answer!r}")
         if not done.citations:
@@ -205,20 +203,26 @@ class SelfTest:
 
 
 def _extractive_answer(library: Library) -> str:
-    from core.generation.qa import DoneEvent, ErrorEvent, ask
+    from core.generation.qa import AnswerState, ask
 
     # A question the library certainly answers: the sentence the search step found (a
     # question about a whole document may rightly be declined by the quoted answer).
     _document_id, _title, sentence = _probe_passage(library)
     question = f"{sentence.rstrip('.!?')}?"
-    for event in ask(library, question, use_llm=False, store=False):
-        if isinstance(event, ErrorEvent):
-            raise StepFailed(f"{event.error.message} {event.error.hint}".strip())
-        if isinstance(event, DoneEvent):
-            if not event.citations:
-                raise StepFailed(f"The quoted answer cites no passage: {event.answer!r}")
-            return f"{len(event.citations)} quoted passage(s) for {question!r}"
-    raise StepFailed("The answer stream ended without a result.")
+    done = _done(AnswerState.fold(ask(library, question, use_llm=False, store=False)))
+    if not done.citations:
+        raise StepFailed(f"The quoted answer cites no passage: {done.answer!r}")
+    return f"{len(done.citations)} quoted passage(s) for {question!r}"
+
+
+def _done(state: AnswerState) -> DoneEvent:
+    """The answer's end, or the step's failure: its error, or a stream without an end."""
+    if state.error is not None:
+        error = state.error.error
+        raise StepFailed(f"{error.message} {error.hint}".strip())
+    if state.done is None:
+        raise StepFailed("The answer stream ended without a result.")
+    return state.done
 
 
 def _check_offline_mode(library: Library) -> str:
@@ -263,11 +267,11 @@ def _index(library: Library, folder: Path) -> str:
 
 def _probe_passage(library: Library) -> tuple[int, str, str]:
     """A sentence from the largest indexed document: (document id, title, sentence)."""
-    documents = library.documents(state="indexed")
+    documents = library.files.documents(state="indexed")
     if not documents:
         raise StepFailed("No document is in the index.")
     document = max(documents, key=lambda d: d.chunks)
-    text = library.document_text(document.id)
+    text = library.files.text(document.id)
     sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if 8 <= len(s.split()) <= 40]
     sentence = sentences[len(sentences) // 2] if sentences else " ".join(text.split()[:20])
     return document.id, document.title, sentence

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+from core.citation_marks import parse_citations, remove_unknown
 from core.generation.citations import (
     REFUSAL,
     AnswerWarning,
     CitationReport,
     SpanFinder,
     find_spans,
-    parse_citations,
-    remove_unknown,
     verify_answer,
 )
 from core.generation.events import WarningKind
 from core.generation.extractive import ExtractiveAnswer, extract_answer
-from core.generation.llm import (
+from core.generation.prompt import Prompt, build_messages, fit_prompt, strip_invisible
+from core.llm import (
     BACKENDS,
     Backend,
     ChatDelta,
@@ -26,7 +26,6 @@ from core.generation.llm import (
     backend_for,
     make_client,
 )
-from core.generation.prompt import Prompt, build_messages, fit_prompt, strip_invisible
 from core.text import split_sentences
 
 __all__ = [

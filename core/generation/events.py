@@ -7,7 +7,7 @@ carry, so a kind compares equal to its string wherever one was read back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Union
 
@@ -173,3 +173,11 @@ Event = Union[  # noqa: UP007
     DoneEvent,
     ErrorEvent,
 ]
+
+
+def with_conversation(event: Event, conversation_id: int | None) -> Event:
+    """``event`` naming the conversation it is kept in, where it carries one before the
+    end: the sources and an error (DoneEvent is made with it)."""
+    if isinstance(event, SourcesEvent | ErrorEvent):
+        return replace(event, conversation_id=conversation_id)
+    return event

@@ -62,16 +62,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.citation_marks import strip_citations
 from core.embedding.languages import ENGLISH, passage_language
-from core.generation.citations import (
-    REFUSAL,
-    PageLookup,
-    SpanFinder,
-    strip_citations,
-    to_spans,
-)
+from core.generation.citations import REFUSAL, PageLookup, SpanFinder, to_spans
 from core.generation.decline import MODEL, DeclineModel, DeclineSignals
-from core.records import SHEET_TYPES, Citation, Hit
+from core.records import SHEET_TYPES, SLIDE_TYPES, Citation, Hit
 from core.text import STOPWORDS, content_words, trimmed, words
 
 if TYPE_CHECKING:
@@ -95,8 +90,6 @@ EXCERPT_FROM_CHARS = 400  # a passage this short is sent to the model whole
 EXCERPT_UNITS = 1  # a longer one: its best unit, with the unit before and after
 
 EXTRACTIVE_NOTE = "extracted from your documents; no language model wrote this answer"
-
-SLIDE_TYPES = frozenset({"pptx", "odp"})
 
 
 @dataclass(frozen=True)

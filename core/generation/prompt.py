@@ -22,8 +22,9 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from core.citation_marks import strip_citations
 from core.errors import ContextTooSmallError
-from core.generation.citations import REFUSAL, strip_citations
+from core.generation.citations import REFUSAL
 from core.records import Hit
 from core.text import content_words
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.errors import LecternError
-from core.generation.llm.records import LLMClient, PullProgress
+from core.llm.records import LLMClient, PullProgress
 
 
 def byte_size(num: int | None) -> str:

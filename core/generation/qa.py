@@ -17,8 +17,10 @@ The streamed tokens are the raw model output; ``DoneEvent.answer`` is the checke
 (citation numbers that match no source removed), which a UI should show in their place.
 
 The events are defined in core/generation/events.py, with the kinds of warning
-(``WarningKind``); the client the answer is written with comes from an AnswerSession
-(core/generation/session.py), the same for the CLI, the app and the socket.
+(``WarningKind``); they are read by folding them into an AnswerState
+(core/generation/answer_state.py), which says what the person sees. The client the
+answer is written with comes from an AnswerSession (core/generation/session.py), the
+same for the CLI, the app and the socket.
 
 What happens when the model server misbehaves:
 
@@ -61,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from core.citation_marks import strip_citations
 from core.errors import (
     ContextTooSmallError,
     LecternError,
@@ -71,14 +74,8 @@ from core.errors import (
     StoreError,
     StreamInterruptedError,
 )
-from core.generation.citations import (
-    REFUSAL,
-    AnswerWarning,
-    PageLookup,
-    SpanFinder,
-    strip_citations,
-    verify_answer,
-)
+from core.generation.answer_state import AnswerState, Change
+from core.generation.citations import REFUSAL, AnswerWarning, PageLookup, SpanFinder, verify_answer
 from core.generation.events import (
     REWRITING,
     CitationsEvent,
@@ -91,9 +88,10 @@ from core.generation.events import (
     TokenEvent,
     WarningEvent,
     WarningKind,
+    with_conversation,
 )
 from core.generation.extractive import ExtractiveAnswer, excerpts, extract_answer
-from core.generation.llm import ChatDelta, LLMClient, complete
+from core.generation.llm_order import LLM_RERANK_CANDIDATES, llm_order
 from core.generation.prompt import (
     MIN_ANSWER_TOKENS,
     Prompt,
@@ -107,8 +105,8 @@ from core.generation.prompt import (
 from core.generation.session import AnswerSession, fallback_warning
 from core.generation.widen import widen_for_prompt
 from core.library import Library
+from core.llm import ChatDelta, LLMClient, complete
 from core.records import Citation, Hit, Scope, Turn, TurnState
-from core.retrieval.llm_order import LLM_RERANK_CANDIDATES, llm_order
 from core.retrieval.search import ANSWER_LEAD
 from core.store.conversations import ConversationStore
 from core.text import content_words
@@ -118,6 +116,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REWRITING",
+    "AnswerState",
+    "Change",
     "CitationsEvent",
     "DoneEvent",
     "DraftEvent",
@@ -151,7 +151,7 @@ def _embedder(library: Library) -> Embedder | None:
 def _dates(library: Library, hits: Sequence[Hit]) -> dict[str, str]:
     """Each source file's modification date, for the prompt."""
     try:
-        dates = library.store.modified_dates(sorted({h.document_id for h in hits}))
+        dates = library.files.modified_dates(sorted({h.document_id for h in hits}))
     except LecternError:  # the date is a nicety; never fail an answer over it
         dates = {}
     for hit in hits:
@@ -175,7 +175,7 @@ def _page_lookup(library: Library, hits: Sequence[Hit]) -> PageLookup | None:
     pages: dict[int, list[Any]] = {}
     try:
         for document_id in spanning:
-            pages[document_id] = list(library.document_pages(document_id))
+            pages[document_id] = list(library.files.pages(document_id))
     except Exception:  # the chunk's first page is still a fair answer
         return None
 
@@ -196,7 +196,7 @@ def _text_lookup(library: Library) -> Callable[[Hit], str | None]:
     def text_of(hit: Hit) -> str | None:
         if hit.document_id not in texts:
             try:
-                texts[hit.document_id] = library.document_text(hit.document_id) or None
+                texts[hit.document_id] = library.files.text(hit.document_id) or None
             except Exception:  # the chunk's own part of the sentence is still shown
                 texts[hit.document_id] = None
         return texts[hit.document_id]
@@ -324,10 +324,10 @@ class _Question:
         if self.conversation is None:
             self.conversation = writer.create(self.question, copy=copy)
             if self.scope:
-                self.library.set_conversation_scope(self.conversation, self.scope)
+                self.library.collections.set_scope(self.conversation, self.scope)
         return self.conversation
 
-    def keep_partial(self, shown: Sequence[str]) -> None:
+    def keep_partial(self, written: str) -> None:
         """Store the answer written so far every ``PARTIAL_EVERY_S`` while it streams, so
         an answer cut off by the end of the process keeps most of its text."""
         if self.writer is None or self.turn_id is None or self.ended:
@@ -336,7 +336,7 @@ class _Question:
             return
         self.kept_at = time.monotonic()
         try:
-            self.writer.save_partial(self.turn_id, "".join(shown))
+            self.writer.save_partial(self.turn_id, written)
         except Exception as exc:  # only what a killed process would keep is at stake
             log.warning("partial answer not stored: %s", exc)
 
@@ -398,36 +398,29 @@ class _Question:
         however the answer ends: finished (``finish``), failed (an ErrorEvent), or
         stopped when the events are closed or interrupted before the end (a window
         closed, Ctrl+C)."""
-        shown: list[str] = []
-        draft = ""
-        sources: tuple[Hit, ...] = ()
+        # What the person sees is what is kept when the answer does not end: the text
+        # so far, else the draft; while it streams, the written text.
+        state = AnswerState()
         try:
             for event in events:
-                if isinstance(event, TokenEvent):
-                    shown.append(event.text)
-                    self.keep_partial(shown)
-                elif isinstance(event, DraftEvent):
-                    draft = event.answer
-                elif isinstance(event, SourcesEvent):
-                    sources = event.hits
-                    event = replace(event, conversation_id=self.conversation)
-                elif isinstance(event, ErrorEvent):
-                    partial = event.partial_answer or "".join(shown) or draft
-                    self.end_unfinished(TurnState.FAILED, partial, sources, event.error)
-                    event = replace(event, conversation_id=self.conversation)
-                yield event
+                change = state.apply(event)
+                if change & Change.TEXT and state.written and not state.finished:
+                    self.keep_partial(state.written)
+                if change & Change.FINISHED and state.error is not None:
+                    self.end_unfinished(TurnState.FAILED, state.text, state.hits, state.error.error)
+                yield with_conversation(event, self.conversation)
         except BaseException as exc:
             stopped = isinstance(exc, GeneratorExit | KeyboardInterrupt)
             self.end_unfinished(
                 TurnState.STOPPED if stopped else TurnState.FAILED,
-                "".join(shown) or draft,
-                sources,
+                state.text,
+                state.hits,
                 None if stopped else exc,
             )
             raise
         # Every way through ends in finish or an ErrorEvent; one that did not is kept too.
         if not self.ended:
-            self.end_unfinished(TurnState.FAILED, "".join(shown) or draft, sources, None)
+            self.end_unfinished(TurnState.FAILED, state.text, state.hits, None)
 
     def finish(
         self,
@@ -540,9 +533,9 @@ def _ask(
     # conversation's once it exists, in begin); none given means the saved one.
     try:
         if scope is None:
-            scope = library.conversation_scope(conversation) if conversation else Scope()
+            scope = library.collections.scope(conversation) if conversation else Scope()
         elif conversation is not None and store:
-            library.set_conversation_scope(conversation, scope)
+            library.collections.set_scope(conversation, scope)
     except LecternError as exc:
         yield ErrorEvent(exc)
         return
@@ -602,7 +595,7 @@ def _still_indexing(library: Library, scope: Scope | None = None) -> WarningEven
     folders: tuple[str, ...] = ()
     if scope:
         try:
-            filters = library.scope_filters(scope)
+            filters = library.collections.filters_for(scope)
         except LecternError:
             return None
         if filters is None:
@@ -628,7 +621,7 @@ def _nothing_found(library: Library, scope: Scope | None = None) -> WarningEvent
     if indexing is not None:
         return indexing
     try:
-        empty = library.store.counts()[0].get("indexed", 0) == 0
+        empty = library.files.counts()[0].get("indexed", 0) == 0
     except LecternError:
         empty = False
     if empty:
@@ -638,7 +631,7 @@ def _nothing_found(library: Library, scope: Scope | None = None) -> WarningEvent
         )
     if scope:
         try:
-            nothing_left = library.scope_filters(scope) is None
+            nothing_left = library.collections.filters_for(scope) is None
         except LecternError:
             nothing_left = False
         if nothing_left:
@@ -732,7 +725,7 @@ def _retrieve(q: _Question, k: int) -> Generator[Event, None, list[Hit] | None]:
 def _llm_reorder(
     q: _Question, client: LLMClient, model: str, hits: list[Hit]
 ) -> tuple[list[Hit], LLMError | None]:
-    """The candidates in the order the model puts them (core/retrieval/llm_order.py), and the
+    """The candidates in the order the model puts them (core/generation/llm_order.py), and the
     error when the server is down or lacks the model (the answer is then extractive, from
     the candidates in search order)."""
     try:

@@ -21,8 +21,9 @@ from core.errors import (
     LLMUnavailableError,
     ModelNotFoundError,
 )
-from core.generation.events import DoneEvent, ErrorEvent, Event, WarningEvent, WarningKind
-from core.generation.llm import LLMClient, make_client
+from core.generation.answer_state import AnswerState, Change
+from core.generation.events import Event, WarningEvent, WarningKind
+from core.llm import LLMClient, make_client
 
 if TYPE_CHECKING:
     from core.config import Settings
@@ -108,17 +109,16 @@ class AnswerSession:
         ``events``, which stops the answer."""
         problem = self.problem
         said = problem is None
+        state = AnswerState()
         try:
             for event in events:
-                if (
-                    problem is not None
-                    and not said
-                    and isinstance(event, WarningEvent | DoneEvent | ErrorEvent)
-                ):
-                    said = True
-                    yield problem
-                if problem is not None and isinstance(event, DoneEvent):
-                    event = replace(event, warnings=(problem, *event.warnings))
+                change = state.apply(event)
+                if problem is not None:
+                    if not said and change & (Change.WARNINGS | Change.FINISHED):
+                        said = True
+                        yield problem
+                    if change & Change.FINISHED and state.done is not None:
+                        event = replace(state.done, warnings=(problem, *state.done.warnings))
                 yield event
         finally:
             close = getattr(events, "close", None)

@@ -239,7 +239,7 @@ class Indexer:
         self.lock = threading.RLock()
         # Called with the paths of removed documents after their rows are gone, so other
         # stores (saved conversations) can drop text copied from them.
-        self.on_removed: list[Callable[[Sequence[str]], None]] = []
+        self.on_removed: list[Callable[[Sequence[str]], object]] = []
         # Saving the vector file costs ~0.5 s at 100k chunks. It is derived data (checked
         # against DuckDB at open), so the folder watcher, applying many small change
         # sets, raises this to save it at most this often instead of after every one.

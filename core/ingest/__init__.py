@@ -4,7 +4,7 @@ Use ``ParserPool`` for files a person dropped into a watched folder (a separate 
 with time and memory limits); ``parse_file`` parses in this process without limits.
 
 The names below are imported on first use: ``core.records`` and ``core.errors`` read the
-format table (``core.ingest.formats``), and importing this package must not bring in the
+format table (``core.formats``), and importing this package must not bring in the
 registry, which itself needs them.
 """
 

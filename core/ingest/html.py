@@ -13,8 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import soupsieve
-from bs4 import BeautifulSoup, NavigableString, Tag, XMLParsedAsHTMLWarning
-from bs4.element import Comment, Declaration, Doctype, ProcessingInstruction
+from bs4 import BeautifulSoup, Tag, XMLParsedAsHTMLWarning
+from bs4.element import (
+    Comment,
+    Declaration,
+    Doctype,
+    NavigableString,
+    ProcessingInstruction,
+)
 
 from core.errors import NoTextError
 from core.ingest.text import DocBuilder, clean_inline, limit_notice, read_head

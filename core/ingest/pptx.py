@@ -75,7 +75,7 @@ def _placeholder(shape: Any) -> str:
     found = shape.find("./p:nvSpPr/p:nvPr/p:ph", _NS)
     if found is None:
         return ""
-    return found.get("type", "body")
+    return str(found.get("type", "body"))
 
 
 def _table_text(table: Any) -> str:

@@ -3,7 +3,7 @@
 Parser modules are imported on first use so that asking "is this file supported?" (the
 scanner does it for every file in a folder) does not load pypdf, lxml and python-docx.
 Which extension, which reader and which sniffing come from the format table,
-``core.ingest.formats``.
+``core.formats``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import DamagedFileError, ParseError, UnsupportedFileError
-from core.ingest.formats import BY_KIND, FORMATS
+from core.formats import BY_KIND, FORMATS
 from core.ingest.text import cap_document
 from core.records import ParsedDocument
 
-# Derived from the format table (core/ingest/formats.py). What still names formats here is
+# Derived from the format table (core/formats.py). What still names formats here is
 # content sniffing (a PDF under another name, a mailbox with no extension) and the reasons
 # for formats Lectern does not read.
 _BY_EXTENSION: dict[str, str] = {ext: f.kind for f in FORMATS for ext in f.extensions}

@@ -26,7 +26,8 @@ def parse(path: Path) -> ParsedDocument:
         raise DamagedFileError("not an RTF file (wrong extension?)")
     from striprtf.striprtf import rtf_to_text
 
-    text = normalize(rtf_to_text(data.decode("latin-1"), errors="replace"))
+    # striprtf has no annotations; it returns str.
+    text = normalize(rtf_to_text(data.decode("latin-1"), errors="replace"))  # type: ignore[no-untyped-call]
     if not text:
         raise DamagedFileError("no text in the RTF file")
     notice = ""

@@ -302,7 +302,7 @@ class _Worker:
     conn: Connection
     rlimited: bool
     baseline_rss: int
-    finalizer: weakref.finalize
+    finalizer: weakref.finalize[[BaseProcess], ParserPool]
 
 
 class ParserPool:

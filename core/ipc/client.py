@@ -11,13 +11,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import LecternError
+from core.errors import LecternError, error_from_json
 from core.ipc.address import candidates, peer_uid, supported
 from core.ipc.wire import (
     PROTOCOL,
     BadReply,
     VersionMismatch,
-    error_from_wire,
     event_from_wire,
     frame,
 )
@@ -102,7 +101,7 @@ class RemoteLibrary:
             for reply in _exchange(self.path, request, timeout=None):
                 if reply.get("ok"):
                     return reply.get("result")
-                raise error_from_wire(reply.get("error") or {})
+                raise error_from_json(reply.get("error") or {})
         except (OSError, BadReply, VersionMismatch):
             raise _gone() from None
         raise _gone()
@@ -113,21 +112,11 @@ class RemoteLibrary:
             raise _gone()
         return result
 
-    def file_list(self, folder: str | None = None, status: str | None = None) -> list[FileEntry]:
-        from core.indexing.scan import normalize_folder
-
-        result = self._call(
-            {
-                "op": "files",
-                # Relative to this command's folder, not the server's.
-                "folder": normalize_folder(folder) if folder else None,
-                "status": status,
-            }
-        )
-        try:
-            return [FileEntry.from_json(e) for e in result]
-        except (KeyError, TypeError, ValueError):
-            raise _gone() from None
+    @property
+    def files(self) -> RemoteFiles:
+        """The library's files, read as :class:`core.store.documents.DocumentStore` reads
+        them."""
+        return RemoteFiles(self)
 
     def search(
         self,
@@ -139,7 +128,7 @@ class RemoteLibrary:
         *,
         scope: Scope | None = None,
     ) -> list[Hit]:
-        from core.indexing.scan import normalize_folder
+        from core.store.paths import normalize_folder
 
         result = self._call(
             {
@@ -153,10 +142,8 @@ class RemoteLibrary:
                 "scope": _scope_to_wire(scope),
             }
         )
-        try:
-            return [Hit.from_wire(h) for h in result]
-        except (KeyError, TypeError, ValueError):
-            raise _gone() from None
+        hits: list[Hit] = _records(list[Hit], result)
+        return hits
 
     def ask(
         self,
@@ -199,7 +186,7 @@ class RemoteLibrary:
                     if finished:
                         return
                 elif reply.get("ok") is False:
-                    raise error_from_wire(reply.get("error") or {})
+                    raise error_from_json(reply.get("error") or {})
         except (OSError, BadReply, VersionMismatch, KeyError, TypeError, ValueError):
             raise _gone() from None
         if not finished:
@@ -211,20 +198,29 @@ class RemoteLibrary:
         reads them."""
         return RemoteConversations(self)
 
-    def search_conversations(self, query: str, limit: int = 100) -> list[ConversationMatch]:
-        result = self._call({"op": "search_conversations", "query": query, "limit": limit})
-        return _records(list[ConversationMatch], result)
-
-    def export_conversation(self, conversation_id: int) -> str:
-        """The conversation as Markdown (written by the command itself, where it is asked
-        to: the running Lectern may see another folder as the current one)."""
-        result = self._call({"op": "export", "id": conversation_id})
-        if not isinstance(result, str):
-            raise _gone()
-        return result
-
     def close(self) -> None:
         """Nothing to close: each request has its own connection."""
+
+
+class RemoteFiles:
+    """What the read-only commands read of the library's files, over the socket."""
+
+    def __init__(self, remote: RemoteLibrary) -> None:
+        self._remote = remote
+
+    def file_list(self, folder: str | None = None, status: str | None = None) -> list[FileEntry]:
+        from core.store.paths import normalize_folder
+
+        result = self._remote._call(
+            {
+                "op": "files",
+                # Relative to this command's folder, not the server's.
+                "folder": normalize_folder(folder) if folder else None,
+                "status": status,
+            }
+        )
+        entries: list[FileEntry] = _records(list[FileEntry], result)
+        return entries
 
 
 class RemoteConversations:
@@ -248,10 +244,24 @@ class RemoteConversations:
     def turns(self, conversation_id: int) -> list[Turn]:
         return self._one(conversation_id)[1]
 
+    def search(self, query: str, limit: int = 100) -> list[ConversationMatch]:
+        result = self._remote._call({"op": "search_conversations", "query": query, "limit": limit})
+        matches: list[ConversationMatch] = _records(list[ConversationMatch], result)
+        return matches
+
+    def export(self, conversation_id: int) -> str:
+        """The conversation as Markdown (written by the command itself, where it is asked
+        to: the running Lectern may see another folder as the current one)."""
+        result = self._remote._call({"op": "export", "id": conversation_id})
+        if not isinstance(result, str):
+            raise _gone()
+        return result
+
     # Last: below it, ``list`` in this class names the method, not the type.
     def list(self, limit: int = 100) -> list[Conversation]:
         result = self._remote._call({"op": "conversations", "limit": limit})
-        return _records(list[Conversation], result)
+        conversations: list[Conversation] = _records(list[Conversation], result)
+        return conversations
 
 
 def _records(kind: Any, result: object) -> Any:
@@ -265,7 +275,7 @@ def _records(kind: Any, result: object) -> Any:
 
 def _scope_to_wire(scope: Scope | None) -> dict[str, list[str]] | None:
     """A scope for the server; its folders relative to this command's folder."""
-    from core.indexing.scan import normalize_folder
+    from core.store.paths import normalize_folder
 
     if scope is None:
         return None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core import __version__
+from core.app import ops
 from core.errors import LecternError
 from core.ipc.address import (
     default_path,
@@ -297,7 +298,7 @@ class Server:
             mode = request.get("mode", "hybrid")
             if mode not in MODES:
                 raise BadRequest(f"The search mode must be one of {', '.join(MODES)}.")
-            hits = library.search(
+            hits = ops.search(
                 _text(request, "query"),
                 k=_optional_int(request, "k"),
                 mode=mode,
@@ -305,7 +306,7 @@ class Server:
                 types=_names(request, "types"),
                 scope=_scope(request),
             )
-            result = [h.to_wire() for h in hits]
+            result = record_to_json(hits.run(library).value)
         elif op == "files":
             status = request.get("status")
             if status is not None and status not in FILE_STATUSES:
@@ -313,10 +314,10 @@ class Server:
             folder = request.get("folder")
             if folder is not None and not isinstance(folder, str):
                 raise BadRequest("The folder must be a string.")
-            result = [e.to_json() for e in library.file_list(folder=folder, status=status)]
+            result = record_to_json(ops.file_list(folder, status).run(library).value)
         elif op == "conversations":
             limit = _optional_int(request, "limit") or 100
-            result = [record_to_json(c) for c in library.conversations.list(limit=limit)]
+            result = record_to_json(ops.conversations(limit).run(library).value)
         elif op == "conversation":
             # One conversation and its turns: `lectern conversations show` and the name
             # `export` gives a file.
@@ -324,18 +325,19 @@ class Server:
             if number is None:
                 raise BadRequest("The request has no id.")
             result = {
-                "conversation": record_to_json(library.conversations.require(number)),
-                "turns": [record_to_json(t) for t in library.conversations.turns(number)],
+                "conversation": record_to_json(ops.conversation(number).run(library).value),
+                "turns": record_to_json(ops.turns(number).run(library).value),
             }
         elif op == "search_conversations":
             limit = _optional_int(request, "limit") or 100
-            matches = library.search_conversations(_text(request, "query"), limit)
-            result = [record_to_json(m) for m in matches]
+            matches = ops.search_conversations(_text(request, "query"), limit)
+            result = record_to_json(matches.run(library).value)
         elif op == "export":
             number = _optional_int(request, "id", least=0)
             if number is None:
                 raise BadRequest("The request has no id.")
-            result = library.export_conversation(number)  # the text; the command writes it
+            # The text; the command writes it.
+            result = ops.export_conversation(number).run(library).value
         elif op == "ask":
             self._ask(request, conn)
             return

@@ -1,25 +1,32 @@
 """What travels over the socket: frames, hits, citations, errors and answer events.
 
-Each frame is one JSON line carrying the protocol version ``v``. Hits and citations travel
-as their records serialise themselves (``Hit.to_wire``, ``Citation.to_wire`` in
-core/records.py); answer events as ``lectern ask --json`` writes their parts.
+Each frame is one JSON line carrying the protocol version ``v``. Records (hits, files,
+conversations, answer events and the errors in them) travel as ``record_to_json`` writes
+them and are read back by their declared types (core/records.py): one serialisation for
+the socket, the backups and the app's snapshot.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from core import errors as lectern_errors
-from core.errors import LecternError
-from core.records import Citation, Hit
+from core.errors import LecternError, error_to_json
+from core.generation.events import (
+    CitationsEvent,
+    DoneEvent,
+    DraftEvent,
+    ErrorEvent,
+    Event,
+    SourcesEvent,
+    StatusEvent,
+    TokenEvent,
+    WarningEvent,
+)
+from core.records import record_from_json, record_to_json
 
-if TYPE_CHECKING:
-    from core.generation.qa import Event, WarningEvent
-
-PROTOCOL = 1
+PROTOCOL = 2  # 2: records travel whole, as record_to_json writes them
 
 
 class BadRequest(LecternError):
@@ -39,123 +46,34 @@ def frame(payload: Mapping[str, object]) -> bytes:
 
 
 def error_frame(exc: LecternError) -> bytes:
-    return frame({"ok": False, "error": error_to_wire(exc)})
+    return frame({"ok": False, "error": error_to_json(exc)})
 
 
-def error_to_wire(exc: LecternError) -> dict[str, object]:
-    return {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint}
-
-
-def error_from_wire(wire: Mapping[str, Any]) -> LecternError:
-    """The error the server reported, as its own class where core.errors has it, so the
-    command says the same words (and ``lectern ask --json`` names the same type)."""
-    message, hint = str(wire.get("message", "")), str(wire.get("hint", ""))
-    cls = getattr(lectern_errors, str(wire.get("type", "")), None)
-    error: LecternError = LecternError(message, hint)
-    if isinstance(cls, type) and issubclass(cls, LecternError):
-        with contextlib.suppress(TypeError):
-            error = cls(message, hint)
-    if wire.get("model") is not None:
-        error.model = wire["model"]  # type: ignore[attr-defined]
-    return error
+# Each answer event by the name its frame carries; the event itself travels as its record
+# (``record_to_json``), read back by its declared types.
+EVENT_TYPES: dict[str, type[Event]] = {
+    "sources": SourcesEvent,
+    "status": StatusEvent,
+    "draft": DraftEvent,
+    "token": TokenEvent,
+    "citations": CitationsEvent,
+    "warning": WarningEvent,
+    "done": DoneEvent,
+    "error": ErrorEvent,
+}
+_EVENT_NAMES = {kind: name for name, kind in EVENT_TYPES.items()}
 
 
 def event_to_wire(event: Event) -> dict[str, object]:
-    """One answer event as ``lectern ask --json`` writes its parts, plus what the
-    command needs to print the answer and its sources as text."""
-    from core.generation.qa import (
-        CitationsEvent,
-        DoneEvent,
-        DraftEvent,
-        ErrorEvent,
-        SourcesEvent,
-        StatusEvent,
-        TokenEvent,
-    )
-
-    if isinstance(event, DraftEvent):
-        return {
-            "type": "draft",
-            "answer": event.answer,
-            "citations": [c.to_wire() for c in event.citations],
-            "declined": event.declined,
-        }
-    if isinstance(event, StatusEvent):
-        return {"type": "status", "message": event.message, "kind": event.kind}
-    if isinstance(event, SourcesEvent):
-        return {
-            "type": "sources",
-            "hits": [h.to_wire() for h in event.hits],
-            "question": event.question,
-        }
-    if isinstance(event, TokenEvent):
-        return {"type": "token", "text": event.text}
-    if isinstance(event, CitationsEvent):
-        return {"type": "citations", "citations": [c.to_wire() for c in event.citations]}
-    if isinstance(event, DoneEvent):
-        wire = event.to_json()
-        wire["citations"] = [c.to_wire() for c in event.citations]
-        wire["sources"] = [h.to_wire() for h in event.sources]
-        return {"type": "done", **wire}
-    if isinstance(event, ErrorEvent):
-        return {"type": "error", **event.to_json()}
-    return {"type": "warning", **event.to_json()}
-
-
-def _warning_from(wire: Mapping[str, Any]) -> WarningEvent:
-    from core.generation.qa import WarningEvent
-
-    return WarningEvent(
-        message=str(wire["message"]), kind=str(wire["kind"]), model=str(wire.get("model", ""))
-    )
+    fields: dict[str, object] = record_to_json(event)
+    return {"type": _EVENT_NAMES[type(event)], **fields}
 
 
 def event_from_wire(wire: Mapping[str, Any]) -> Event:
-    from core.generation.qa import (
-        CitationsEvent,
-        DoneEvent,
-        DraftEvent,
-        ErrorEvent,
-        SourcesEvent,
-        StatusEvent,
-        TokenEvent,
-    )
-
-    kind = wire.get("type")
-    if kind == "draft":
-        return DraftEvent(
-            str(wire["answer"]),
-            tuple(Citation.from_wire(c) for c in wire["citations"]),
-            bool(wire.get("declined")),
-        )
-    if kind == "status":
-        return StatusEvent(str(wire["message"]), str(wire["kind"]))
-    if kind == "sources":
-        return SourcesEvent(
-            tuple(Hit.from_wire(h) for h in wire["hits"]), str(wire.get("question", ""))
-        )
-    if kind == "token":
-        return TokenEvent(str(wire["text"]))
-    if kind == "citations":
-        return CitationsEvent(tuple(Citation.from_wire(c) for c in wire["citations"]))
-    if kind == "warning":
-        return _warning_from(wire)
-    if kind == "done":
-        return DoneEvent(
-            answer=str(wire["answer"]),
-            mode=str(wire["mode"]),
-            citations=tuple(Citation.from_wire(c) for c in wire["citations"]),
-            warnings=tuple(_warning_from(w) for w in wire["warnings"]),
-            timings=dict(wire["timings"]),
-            conversation_id=wire.get("conversation"),
-            turn_id=wire.get("turn"),
-            model=wire.get("model"),
-            question=str(wire.get("question", "")),
-            sources=tuple(Hit.from_wire(h) for h in wire.get("sources", ())),
-        )
-    if kind == "error":
-        return ErrorEvent(
-            error_from_wire({**wire, "type": wire.get("error")}),
-            partial_answer=str(wire.get("partial_answer", "")),
-        )
-    raise BadReply(f"an answer event of unknown type {kind!r}")
+    kind = EVENT_TYPES.get(str(wire.get("type")))
+    if kind is None:
+        raise BadReply(f"an answer event of unknown type {wire.get('type')!r}")
+    try:
+        return record_from_json(kind, {k: v for k, v in wire.items() if k != "type"})
+    except ValueError as exc:
+        raise BadReply(f"an answer event that does not read: {exc}") from None

@@ -166,7 +166,7 @@ def calibrated_prior(params: FusionParams, record: SurerList) -> float:
     share = min(share, params.tilt_share_cap)
     odds = params.bm25_prior / (1.0 - params.bm25_prior)
     odds *= ((ref / (1.0 - ref)) / (share / (1.0 - share))) ** params.library_tilt
-    return odds / (1.0 + odds)
+    return float(odds / (1.0 + odds))
 
 
 class LibraryCalibration:

@@ -337,7 +337,7 @@ class Retriever:
 
         def encode(texts: list[str]) -> list[np.ndarray]:
             t0 = time.monotonic()
-            states = token_vectors(texts)
+            states: list[np.ndarray] = token_vectors(texts)
             pace.observe(sum(len(m) + 2 for m in states), time.monotonic() - t0)
             return states
 

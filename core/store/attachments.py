@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from core.indexing.scan import disk_path, stored_path
 from core.store.db import Database
+from core.store.paths import disk_path, stored_path
 
 
 def attached_paths(db: Database, paths: Sequence[str], container_types: Iterable[str]) -> list[str]:

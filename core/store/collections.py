@@ -3,20 +3,26 @@
 Made by migration 6: ``collections`` (name unique), ``collection_folders`` (which folders
 a collection holds) and ``conversation_scopes`` (a conversation's :class:`Scope` as JSON).
 A collection keeps a folder even after the folder leaves the library: it then contributes
-nothing (see ``Library.scope_filters``), and comes back if the folder is added again.
-Names are unique regardless of case, so "Papers" and "papers" are never two collections.
+nothing (see ``CollectionStore.filters_for``), and comes back if the folder is added
+again. Names are unique regardless of case, so "Papers" and "papers" are never two
+collections. Every change is copied to the backup (core/store/backup.py).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import duckdb
 
 from core.errors import CollectionError, CollectionNotFoundError
-from core.records import Collection, Scope
+from core.records import Collection, Scope, SearchFilters
+from core.store.backup import RecordBackup
 from core.store.db import Database
+from core.store.paths import normalize_folder
 
 MAX_NAME = 80
 
@@ -37,9 +43,23 @@ def not_found(name: str) -> CollectionNotFoundError:
     return CollectionNotFoundError(f"There is no collection “{name}” (it may have been deleted).")
 
 
+def _in_library(folder: str, library: Sequence[str]) -> bool:
+    return any(folder == f or folder.startswith(f.rstrip(os.sep) + os.sep) for f in library)
+
+
 class CollectionStore:
-    def __init__(self, db: Database) -> None:
+    """``library_folders``: the library's folders now, which a collection's folders must
+    be (or be inside) when added, and which a scope's search is kept to."""
+
+    def __init__(
+        self,
+        db: Database,
+        backup: RecordBackup,
+        library_folders: Callable[[], Sequence[str]],
+    ) -> None:
         self._db = db
+        self._backup = backup
+        self._library_folders = library_folders
 
     # --- reading ---------------------------------------------------------------------
 
@@ -80,9 +100,65 @@ class CollectionStore:
         )
         return [str(r[0]) for r in rows]
 
+    def filters_for(self, scope: Scope) -> SearchFilters | None:
+        """The search filters for ``scope``; None when it leaves nothing to search (its
+        collections' and folders' folders have all left the library). A collection that
+        does not exist raises CollectionNotFoundError: a conversation kept to a deleted
+        collection says so rather than searching everything."""
+        if not scope:
+            return SearchFilters()
+        library = self._library_folders()
+        wanted: list[str] = []
+        if scope.collections:
+            known = {c.name.lower(): c for c in self.all()}
+            for name in scope.collections:
+                found = known.get(name.lower())
+                if found is None:
+                    raise not_found(name)
+                wanted.extend(found.folders)
+        wanted.extend(normalize_folder(f) for f in scope.folders)
+        kept = tuple(dict.fromkeys(f for f in wanted if _in_library(f, library)))
+        if (scope.collections or scope.folders) and not kept:
+            return None
+        return SearchFilters(kept, tuple(dict.fromkeys(t.lower() for t in scope.types)))
+
     # --- writing ---------------------------------------------------------------------
 
-    def create(self, name: str, folders: Sequence[str] = ()) -> Collection:
+    def _in_the_library(self, folders: Sequence[str | Path]) -> list[str]:
+        """``folders`` normalised; each must be a library folder or inside one."""
+        library = self._library_folders()
+        chosen = [normalize_folder(f) for f in folders]
+        for folder in chosen:
+            if not _in_library(folder, library):
+                raise CollectionError(
+                    f"{folder} is not in the library.",
+                    "Add the folder to the library first (`lectern index FOLDER`, or "
+                    "Add folder… in the app), then to the collection.",
+                )
+        return chosen
+
+    def back_up_all(self) -> None:
+        self._backup.save_collections([c.to_json() for c in self.all()])
+
+    def restore(self, saved: Sequence[dict[str, Any]]) -> None:
+        """Into a library rebuilt after damage: the collections it lost, from the backup
+        (their folders as they were: the library's own come back beside them)."""
+        for entry in saved:
+            name, folders = entry.get("name"), entry.get("folders")
+            if not isinstance(name, str) or self.get(name) is not None:
+                continue
+            kept = [f for f in folders if isinstance(f, str)] if isinstance(folders, list) else []
+            try:
+                self._create(name, kept)
+            except CollectionError:
+                continue  # a name the store no longer takes: the rest still come back
+
+    def create(self, name: str, folders: Sequence[str | Path] = ()) -> Collection:
+        made = self._create(name, self._in_the_library(folders))
+        self.back_up_all()
+        return made
+
+    def _create(self, name: str, folders: Sequence[str]) -> Collection:
         name = clean_name(name)
         with self._db.transaction() as cur:
             taken = cur.execute(
@@ -129,6 +205,7 @@ class CollectionStore:
                     )
         found = self.get(new)
         assert found is not None
+        self.back_up_all()
         return found
 
     def delete(self, name: str) -> None:
@@ -139,25 +216,30 @@ class CollectionStore:
             cid, _ = self._id(cur, name)
             cur.execute("DELETE FROM collection_folders WHERE collection_id = ?", [cid])
             cur.execute("DELETE FROM collections WHERE id = ?", [cid])
+        self.back_up_all()
 
-    def add_folders(self, name: str, folders: Sequence[str]) -> Collection:
+    def add_folders(self, name: str, folders: Sequence[str | Path]) -> Collection:
+        chosen = self._in_the_library(folders)
         with self._db.transaction() as cur:
             cid, current = self._id(cur, name)
-            self._add(cur, cid, folders)
+            self._add(cur, cid, chosen)
         found = self.get(current)
         assert found is not None
+        self.back_up_all()
         return found
 
-    def remove_folders(self, name: str, folders: Sequence[str]) -> Collection:
+    def remove_folders(self, name: str, folders: Sequence[str | Path]) -> Collection:
+        """Any folder may be taken out, in the library or not (one that left it)."""
         with self._db.transaction() as cur:
             cid, current = self._id(cur, name)
             for folder in folders:
                 cur.execute(
                     "DELETE FROM collection_folders WHERE collection_id = ? AND folder = ?",
-                    [cid, folder],
+                    [cid, normalize_folder(folder)],
                 )
         found = self.get(current)
         assert found is not None
+        self.back_up_all()
         return found
 
     @staticmethod
@@ -185,12 +267,6 @@ class CollectionStore:
     def set_scope(self, conversation_id: int, scope: Scope) -> None:
         with self._db.transaction() as cur:
             self._save_scope(cur, conversation_id, scope)
-
-    def delete_scope(self, conversation_id: int) -> None:
-        with self._db.transaction() as cur:
-            cur.execute(
-                "DELETE FROM conversation_scopes WHERE conversation_id = ?", [conversation_id]
-            )
 
     @staticmethod
     def _save_scope(cur: duckdb.DuckDBPyConnection, conversation_id: int, scope: Scope) -> None:

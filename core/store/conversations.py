@@ -5,7 +5,7 @@ used for retrieval, the answer and how it was made, and JSON copies of the sourc
 citations shown, so an old answer can be displayed (and its spans highlighted) without
 re-running anything. When a file leaves the library, :meth:`forget_documents` blanks the
 text copied from it (the passages, and the answer sentences drawing on them: see
-core/generation/redaction.py), so no removed document lingers in the history or its search; when the
+core/store/redaction.py), so no removed document lingers in the history or its search; when the
 same file is indexed again, :meth:`bring_back_documents` gives the turns their text back.
 
 A turn is stored when its question is asked (:meth:`start_turn`, state "in_progress")
@@ -20,13 +20,12 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from core.errors import ConversationNotFoundError, InvalidTitleError, StoreError
-from core.generation.redaction import BlankedTurn, blank_older, blank_turn, restore_turn
-from core.indexing.scan import disk_path, stored_path
 from core.records import (
     Citation,
     Conversation,
@@ -38,6 +37,9 @@ from core.records import (
 )
 from core.store.backup import KEPT_HINT, DamagedCopy, RecordBackup
 from core.store.db import Database, local_time, scalar
+from core.store.export import conversation_markdown, write_export
+from core.store.paths import disk_path, stored_path
+from core.store.redaction import BlankedTurn, blank_older, blank_turn, restore_turn
 
 
 def source_json(n: int, hit: Hit) -> dict[str, Any]:
@@ -599,16 +601,29 @@ class ConversationStore:
         ]
 
     def delete(self, conversation_id: int) -> None:
-        with self._lock:
-            cur = self._cursor()
+        """A conversation, its turns and what it searched (its scope: core/store/collections.py)
+        go together."""
+        with self._db.transaction() as cur:
             cur.execute("DELETE FROM turns WHERE conversation_id = ?", [conversation_id])
             cur.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
+            cur.execute(
+                "DELETE FROM conversation_scopes WHERE conversation_id = ?", [conversation_id]
+            )
         if self._backup is not None:
             self._backup.remove_conversation(conversation_id)
 
+    def export(self, conversation_id: int, path: str | Path | None = None) -> str:
+        """The conversation as Markdown with its cited passages (core/store/export.py);
+        written to ``path`` too when one is given."""
+        conversation = self.require(conversation_id)
+        text = conversation_markdown(conversation, self.turns(conversation_id))
+        if path is not None:
+            write_export(path, text)
+        return text
+
     def forget_documents(self, paths: Iterable[str]) -> int:
         """Take the text copied from ``paths`` out of stored turns: the passages, the
-        quotes, and the answer sentences and notes drawing on them (core/generation/redaction.py);
+        quotes, and the answer sentences and notes drawing on them (core/store/redaction.py);
         returns turns changed. The backup is rewritten with them."""
         gone = set(paths)
         if not gone:

@@ -4,7 +4,7 @@ Every query on these tables lives here, so a column is changed in one module. Wr
 through ``Database.transaction`` (the writer lock), and a document's rows are replaced in
 one transaction so a reader never sees half of a file.
 
-Paths go in through ``stored_path`` and come out through ``disk_path`` (core/indexing/scan.py): a
+Paths go in through ``stored_path`` and come out through ``disk_path`` (core/store/paths.py): a
 file name that is not valid UTF-8 is stored as valid text and handed back as the name the
 file has on disk, so callers only ever see the paths the OS gives them.
 """
@@ -20,7 +20,6 @@ from datetime import datetime
 import duckdb
 import numpy as np
 
-from core.indexing.scan import disk_path, display_text, stored_path
 from core.ingest.text import EMPTY_FILE
 from core.records import (
     FILE_STATUSES,
@@ -31,11 +30,13 @@ from core.records import (
     FileInfo,
     PageSpan,
     PreparedFile,
+    WordBox,
     embedding_text,
 )
-from core.store import ocr as ocr_words
+from core.store import ocr
 from core.store.db import Database
 from core.store.lookup import id_list
+from core.store.paths import disk_path, display_text, normalize_folder, stored_path
 from core.store.vectors import blobs_to_matrix, vector_base64
 
 
@@ -160,11 +161,13 @@ class DocumentStore:
     # --- documents ----------------------------------------------------------------------
 
     def documents(self, folder: str | None = None, state: str | None = None) -> list[Document]:
+        """The documents (of one library folder, as given on a command line or by the
+        app), by path."""
         sql = f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE 1=1"
         params: list[object] = []
         if folder:
             sql += " AND folder = ?"
-            params.append(stored_path(folder))
+            params.append(stored_path(normalize_folder(folder)))
         if state:
             sql += f" AND {_state()} = ?"
             params.append(state)
@@ -172,8 +175,9 @@ class DocumentStore:
         return [_document(r) for r in rows]
 
     def file_list(self, folder: str | None = None, status: str | None = None) -> list[FileEntry]:
-        """Every document with its state, pages, passages and how many of them are
-        embedded, failed first, then skipped, waiting and the rest, each by path.
+        """Every document (of the library, or of one folder) with its state, reason, pages,
+        passages and how many of them are embedded, failed first, then skipped, waiting
+        and the rest, each by path: the library's health at a glance.
 
         One statement: the passages are counted per document in one aggregate over
         ``chunks`` (0.24 s at 20k files and 390k passages; queries per document took 33 s:
@@ -183,7 +187,7 @@ class DocumentStore:
         params: list[object] = []
         if folder:
             where.append("d.folder = ?")
-            params.append(stored_path(folder))
+            params.append(stored_path(normalize_folder(folder)))
         if status:
             if status not in FILE_STATUSES:
                 raise ValueError(f"unknown file status {status!r}")
@@ -247,7 +251,7 @@ class DocumentStore:
                 "UPDATE documents SET state = 'pending' WHERE path = ?", [stored_path(path)]
             )
 
-    def document_text(self, document_id: int) -> str:
+    def text(self, document_id: int) -> str:
         row = (
             self.db.cursor()
             .execute("SELECT text FROM document_text WHERE document_id = ?", [document_id])
@@ -255,13 +259,32 @@ class DocumentStore:
         )
         return str(row[0]) if row else ""
 
-    def document_pages(self, document_id: int) -> list[PageSpan]:
+    def pages(self, document_id: int) -> list[PageSpan]:
         row = (
             self.db.cursor()
             .execute("SELECT pages FROM document_text WHERE document_id = ?", [document_id])
             .fetchone()
         )
         return [PageSpan(*p) for p in json.loads(row[0])] if row and row[0] else []
+
+    def page_at(self, document_id: int, offset: int) -> int | None:
+        for span in self.pages(document_id):
+            if span.start <= offset < span.end:
+                return span.page
+        return None
+
+    def ocr_words(self, document_id: int, start: int, end: int) -> list[WordBox]:
+        """Words read by OCR in characters ``[start, end)`` of a document, with their
+        boxes on the page (none for text that came from a text layer)."""
+        return ocr.words_in(self.db.cursor(), document_id, start, end)
+
+    def ocr_pages(self, document_id: int) -> list[int]:
+        """The pages of a document whose text was read by OCR."""
+        return ocr.ocr_pages(self.db.cursor(), document_id)
+
+    def ocr_counts(self) -> dict[str, int]:
+        """Indexed documents read (at least in part) by OCR, per library folder."""
+        return ocr.ocr_counts(self.db.cursor())
 
     def modified_dates(self, document_ids: Sequence[int]) -> dict[str, str]:
         """path -> the file's modification date (ISO), for the given documents."""
@@ -544,7 +567,7 @@ class DocumentStore:
             if prepared.reuse_from is not None:
                 title, pages, new_keys = self._copy_from_donor(cur, doc_id, prepared.reuse_from)
                 embedded_keys, embedded = _embedded_rows(cur, doc_id)
-                ocr_words.copy_words(cur, doc_id, prepared.reuse_from)
+                ocr.copy_words(cur, doc_id, prepared.reuse_from)
                 chunk_count = len(new_keys)
             elif parsed is not None:
                 title = parsed.title or title
@@ -559,7 +582,7 @@ class DocumentStore:
                 )
                 # The words OCR read, with their boxes: in this transaction, so a
                 # document never lacks the boxes its citations are drawn from.
-                ocr_words.insert_words(cur, doc_id, parsed.words)
+                ocr.insert_words(cur, doc_id, parsed.words)
                 if prepared.state is DocState.INDEXED:
                     slots = list(vectors) if vectors is not None else [None] * len(prepared.chunks)
                     new_keys = _insert_chunks(cur, doc_id, prepared.chunks, slots)

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.indexing.scan import disk_path, stored_path
 from core.records import Hit, SearchFilters, embedding_text
 from core.store.db import Database
+from core.store.paths import disk_path, stored_path
 from core.store.vectors import blobs_to_matrix
 
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import duckdb
 import numpy as np
 
-from core.indexing.scan import disk_path
 from core.records import WordBox
+from core.store.paths import disk_path
 
 _SCANNED_REASON = "no text layer (scanned?)"
 

@@ -120,14 +120,15 @@ def scene_collections(
     its menu open over the window (a popup is a window of its own: drawn on the shot)."""
     from PySide6.QtGui import QPainter
 
+    from core.app.ops import Changes
     from core.records import Scope
 
     window = open_window(url)
-    library = window.backend.library
+    library = window.backend.startup.library
     for name, folder in folders.items():
-        if library.collection(name) is None:
-            library.create_collection(name, [folder])
-    window.backend.collections_changed.emit()
+        if library.collections.get(name) is None:
+            library.collections.create(name, [folder])
+    window.backend.announce(Changes(collections=True))
     panel = window.conversation
     wait(lambda: len(panel.choices.collections) >= len(folders))
     panel.set_scope(Scope(collections=(next(iter(folders)),), types=("pdf",)))
@@ -310,7 +311,7 @@ def scene_five_folders(
     window = open_window(url)
     window.handle_drop(added)
     wait(lambda: len(window.library._rows) >= 5, 60)
-    wait(lambda: not window.backend.indexing, 300)
+    wait(lambda: not window.backend.indexing.active, 300)
     wait(lambda: False, 1.0)  # the last counts painted
     shot(window, "22-library-five-folders.png")
     window.close()
@@ -367,7 +368,7 @@ def scene_file_list(
     from desktop.file_list import COL_STATE
 
     window = open_window(url)
-    wait(lambda: not window.backend.indexing, 300)
+    wait(lambda: not window.backend.indexing.active, 300)
     files = window.library.open_file_list()
     wait(lambda: files.loaded, 60)
     files.resize(1180, 640)
@@ -489,7 +490,7 @@ def main() -> int:
         window.show()
         window.focus_question()
         backend.start()
-        wait(lambda: backend.is_ready and backend.llm_status.state != "checking")
+        wait(lambda: backend.is_ready and backend.llm.status.state != "checking")
         return window
 
     def ask(window: MainWindow, question: str) -> None:
@@ -514,8 +515,8 @@ def main() -> int:
 
     # Mid-run: a quarter of the way or more, the bar and its title saying the same share.
     def indexed_any() -> bool:
-        snapshot = window.backend.snapshot
-        return bool(snapshot and snapshot.documents) and not window.backend.indexing
+        snapshot = window.backend.view.snapshot
+        return bool(snapshot and snapshot.documents) and not window.backend.indexing.active
 
     wait(
         lambda: (
@@ -529,7 +530,7 @@ def main() -> int:
         300,
     )
     shot(window, "02-indexing.png")
-    wait(lambda: not window.backend.indexing, 900)
+    wait(lambda: not window.backend.indexing.active, 900)
     pause(1.0)
     window.library.expand_problems()
     window.close()
@@ -603,7 +604,7 @@ def main() -> int:
     fake.die_after_tokens = None
     first = window.conversation.last_turn()
     window.backend.apply_settings(window.backend.settings.with_changes(llm_model="mistral"))
-    wait(lambda: window.backend.llm_status.state != "checking")
+    wait(lambda: window.backend.llm.status.state != "checking")
     ask(window, "Which error codes mean the request can be retried?")
     if first is not None and first.turn.citations:
         first.open_citation(first.turn.citations[0].n)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.chunking import PassageChunker, chunker_for
+from core.embedding.models import MAX_SEQ_TOKENS
 from core.ingest.text import parse as parse_text
 from core.text import split_sentences
 
@@ -101,7 +102,7 @@ def test_chunk_token_counts_are_exact_and_counted_once(tmp_path) -> None:
 def test_the_chunker_is_sized_by_the_model_that_embeds_its_passages(tmp_path) -> None:
     """``chunker_for`` takes the model's word-piece limit and its own count: a passage
     never runs past what the model reads."""
-    from core.embedding.models import MAX_SEQ_TOKENS, WordPieceCounter
+    from core.embedding.models import WordPieceCounter
 
     class Narrow:
         max_tokens = 40
@@ -121,4 +122,7 @@ def test_the_chunker_is_sized_by_the_model_that_embeds_its_passages(tmp_path) ->
         assert chunk.token_count + context <= 40 - 2
     bundled = chunker_for(WordPieceCounter())
     assert bundled.max_tokens == MAX_SEQ_TOKENS == 256
-    assert bundled.version == PassageChunker(WordPieceCounter().count).version
+    assert (
+        bundled.version
+        == PassageChunker(WordPieceCounter().count, max_tokens=MAX_SEQ_TOKENS).version
+    )

@@ -17,10 +17,10 @@ import pytest
 from core import __version__
 from core.config import Settings, load_settings
 from core.errors import ConfigError, DatasetError, LecternError
-from core.generation.llm import OllamaClient, make_client
 from core.generation.prompt import build_messages, strip_invisible
 from core.ingest.html import parse_html
 from core.library import Library
+from core.llm import OllamaClient, make_client
 from core.records import Hit
 from tests.fake_ollama import FakeOllama
 from tests.helpers import cli, text_hit
@@ -264,7 +264,7 @@ def test_special_files_are_listed_as_skipped_with_a_reason(
 ) -> None:
     report = library.index([odd_folder])
     assert (report.added, report.skipped, report.failed) == (1, len(ODD_REASONS), 0)
-    docs = {Path(d.path).name: d for d in library.documents()}
+    docs = {Path(d.path).name: d for d in library.files.documents()}
     assert docs["plain.txt"].state.value == "indexed"
     for name, reason in ODD_REASONS.items():
         assert docs[name].state.value == "skipped", name
@@ -278,19 +278,19 @@ def test_special_files_are_listed_as_skipped_with_a_reason(
     # A change reported by the folder watcher takes the same path as a full scan.
     os.mkfifo(odd_folder / "later.txt")
     library.sync_files([str(odd_folder / "later.txt")])
-    later = next(d for d in library.documents() if d.path.endswith("later.txt"))
+    later = next(d for d in library.files.documents() if d.path.endswith("later.txt"))
     assert (later.state.value, later.reason) == ("skipped", "a named pipe, not a file")
     (odd_folder / "sub").mkdir()  # a new folder, as the watcher reports it
     os.mkfifo(odd_folder / "sub" / "inner.txt")
     library.sync_files([str(odd_folder / "sub")])
-    inner = next(d for d in library.documents() if d.path.endswith("inner.txt"))
+    inner = next(d for d in library.files.documents() if d.path.endswith("inner.txt"))
     assert (inner.state.value, inner.reason) == ("skipped", "a named pipe, not a file")
 
     # A broken link that is repaired points at a file of the folder: that file is read,
     # once, under its own name.
     (odd_folder / "missing.txt").write_text("Herons stand still in the shallows.\n")
     library.index()
-    docs = {Path(d.path).name: d for d in library.documents()}
+    docs = {Path(d.path).name: d for d in library.files.documents()}
     assert docs["missing.txt"].state.value == "indexed"
     assert (docs["broken.txt"].state.value, docs["broken.txt"].reason) == (
         "skipped",
@@ -433,9 +433,9 @@ def test_hidden_html_text_is_not_searchable(library: Library, tmp_path: Path) ->
         "</body></html>"
     )
     library.index([folder])
-    indexed = library.documents(state="indexed")
+    indexed = library.files.documents(state="indexed")
     assert len(indexed) == 1
-    text = library.document_text(indexed[0].id)
+    text = library.files.text(indexed[0].id)
     assert "Boarding starts" in text and "zeppelin" not in text and "marmalade" not in text
     assert all("zeppelin" not in h.text for h in library.search("zeppelin airline", k=5))
 

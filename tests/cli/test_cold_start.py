@@ -58,7 +58,7 @@ def _imported(home: Path, *args: str) -> tuple[set[str], str]:
 def indexed_home(library, sample_folder: Path, lectern_home: Path) -> Iterator[Path]:
     """The sample documents indexed, the library closed so a command can open it."""
     library.index([sample_folder])
-    library.create_collection("policies", [sample_folder])
+    library.collections.create("policies", [sample_folder])
     library.close()
     yield lectern_home
 

@@ -79,12 +79,12 @@ def test_empty_files_an_older_lectern_failed_read_as_skipped(
             cur.execute(
                 "UPDATE documents SET state = 'failed' WHERE state = 'skipped' AND reason = 'empty file'"
             )
-        assert len(library.documents(state="failed")) == 0
-        assert len(library.documents(state="skipped")) == EMPTY + 1
+        assert len(library.files.documents(state="failed")) == 0
+        assert len(library.files.documents(state="skipped")) == EMPTY + 1
         assert library.status()["counts"]["skipped"] == EMPTY + 1  # type: ignore[index]
-        entries = library.file_list(status="skipped")
+        entries = library.files.file_list(status="skipped")
         assert len(entries) == EMPTY + 1 and all(e.state is DocState.SKIPPED for e in entries)
-        assert not library.file_list(status="failed")
+        assert not library.files.file_list(status="failed")
         report = library.index()
         assert (report.failed, report.empty, report.unchanged) == (0, 0, EMPTY + 2)
 

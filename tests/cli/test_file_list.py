@@ -15,7 +15,7 @@ import pytest
 
 from core.config import Settings
 from core.library import Library
-from core.records import DocState, FileEntry
+from core.records import DocState, FileEntry, record_from_json, record_to_json
 from tests.conftest import SAMPLE_DOCS
 from tests.indexing.test_keyword_first import ObservedEmbedder, hold_until
 
@@ -69,7 +69,7 @@ def test_every_file_is_listed_failed_and_skipped_first_with_counts_from_the_stor
 ) -> None:
     library, folder = mixed_library
     before = time.time()
-    entries = library.file_list()
+    entries = library.files.file_list()
     assert [Path(e.path).name for e in entries] == [
         BROKEN_PDF,
         UNSUPPORTED,
@@ -91,7 +91,7 @@ def test_every_file_is_listed_failed_and_skipped_first_with_counts_from_the_stor
     assert files[GOOD_PDF].pages >= 1 and files[GOOD_PDF].type == "pdf"
     assert files[BROKEN_PDF].passages == 0 and files[UNSUPPORTED].passages == 0
     # Across the whole list, passages add up to the chunks the store holds.
-    assert sum(e.passages for e in entries) == library.store.counts()[1]
+    assert sum(e.passages for e in entries) == library.files.counts()[1]
 
 
 def test_the_list_filters_by_state_and_folder(
@@ -102,22 +102,25 @@ def test_the_list_filters_by_state_and_folder(
     other.mkdir()
     (other / "note.md").write_text("# Other\n\nA note about the lighthouse keeper's log.\n")
     library.index([other])
-    assert [Path(e.path).name for e in library.file_list(status="failed")] == [BROKEN_PDF]
-    assert [Path(e.path).name for e in library.file_list(status="skipped")] == [UNSUPPORTED]
-    assert {Path(e.path).name for e in library.file_list(status="indexed")} == {
+    assert [Path(e.path).name for e in library.files.file_list(status="failed")] == [BROKEN_PDF]
+    assert [Path(e.path).name for e in library.files.file_list(status="skipped")] == [UNSUPPORTED]
+    assert {Path(e.path).name for e in library.files.file_list(status="indexed")} == {
         GOOD_PDF,
         GOOD_TXT,
         "note.md",
     }
-    assert [Path(e.path).name for e in library.file_list(folder=str(other))] == ["note.md"]
-    assert len(library.file_list(folder=str(folder))) == 4
+    assert [Path(e.path).name for e in library.files.file_list(folder=str(other))] == ["note.md"]
+    assert len(library.files.file_list(folder=str(folder))) == 4
     # A retried file waits until it is read again.
-    library.store.mark_pending(str(folder / BROKEN_PDF))
-    waiting = library.file_list(status="waiting")
+    library.files.mark_pending(str(folder / BROKEN_PDF))
+    waiting = library.files.file_list(status="waiting")
     assert [(Path(e.path).name, e.state) for e in waiting] == [(BROKEN_PDF, DocState.PENDING)]
-    assert [e.status for e in library.file_list(folder=str(folder))][:2] == ["skipped", "waiting"]
+    assert [e.status for e in library.files.file_list(folder=str(folder))][:2] == [
+        "skipped",
+        "waiting",
+    ]
     with pytest.raises(ValueError):
-        library.file_list(status="pending")  # the list's own words, not the column's
+        library.files.file_list(status="pending")  # the list's own words, not the column's
 
 
 def test_passages_not_embedded_yet_show_as_keyword_only(
@@ -131,8 +134,8 @@ def test_passages_not_embedded_yet_show_as_keyword_only(
         # The model waits on its first batch while every file is written: nothing is
         # embedded yet.
         if n == 1:
-            assert hold_until(lambda: len(library.file_list()) == 4)
-            seen.append(library.file_list())
+            assert hold_until(lambda: len(library.files.file_list()) == 4)
+            seen.append(library.files.file_list())
 
     library = Library(
         Settings(home=lectern_home), embedder=ObservedEmbedder(embedder, before_batch)
@@ -148,18 +151,19 @@ def test_passages_not_embedded_yet_show_as_keyword_only(
             GOOD_PDF,
         }
         # Once the meaning pass has run, nothing is keyword only.
-        after = by_name(library.file_list())
+        after = by_name(library.files.file_list())
         assert after[GOOD_TXT].status == "indexed"
         assert after[GOOD_TXT].embedded == after[GOOD_TXT].passages == txt.passages
-        assert library.file_list(status="keyword only") == []
+        assert library.files.file_list(status="keyword only") == []
     finally:
         library.close()
 
 
 def test_the_record_round_trips_through_json(mixed_library: tuple[Library, Path]) -> None:
     library, _ = mixed_library
-    entries = library.file_list()
-    assert [FileEntry.from_json(json.loads(json.dumps(e.to_json()))) for e in entries] == entries
+    entries = library.files.file_list()
+    back = record_from_json(list[FileEntry], json.loads(json.dumps(record_to_json(entries))))
+    assert back == entries
 
 
 # --- the CLI ------------------------------------------------------------------------------
@@ -207,8 +211,8 @@ def test_the_list_comes_over_the_socket_while_another_process_holds_the_library(
     with ipc.serve(library):
         remote = ipc.connect(lectern_home)
         assert remote is not None
-        assert remote.file_list() == library.file_list()
-        skipped = remote.file_list(folder=str(folder), status="skipped")
+        assert remote.files.file_list() == library.files.file_list()
+        skipped = remote.files.file_list(folder=str(folder), status="skipped")
         assert [Path(e.path).name for e in skipped] == [UNSUPPORTED]
 
 
@@ -241,8 +245,8 @@ def mixed_home(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> tuple
 
 def open_file_list(qtbot: Any, window: Any, folder: str | None = None) -> Any:
     # The window catches up with the folders when it opens; let that run finish first.
-    qtbot.waitUntil(lambda: window.backend.snapshot is not None, timeout=20_000)
-    qtbot.waitUntil(lambda: not window.backend.indexing, timeout=WAIT_INDEX_MS)
+    qtbot.waitUntil(lambda: window.backend.view.snapshot is not None, timeout=20_000)
+    qtbot.waitUntil(lambda: not window.backend.indexing.active, timeout=WAIT_INDEX_MS)
     files = window.library.open_file_list(folder)
     qtbot.waitUntil(lambda: files.loaded, timeout=20_000)
     assert files.isVisible()
@@ -295,7 +299,9 @@ def test_the_window_lists_every_file_failed_first_and_filters_and_sorts(
     tip = str(failed.data(Qt.ItemDataRole.ToolTipRole))
     assert "damaged" in tip.lower() and "Re-export" in tip  # the next step, not just the fault
     # Passages as the library counts them.
-    expected = {Path(e.path).name: e.passages for e in window.backend.library.file_list()}
+    expected = {
+        Path(e.path).name: e.passages for e in window.backend.startup.library.files.file_list()
+    }
     assert dict(zip(shown(files), shown(files, COL_PASSAGES), strict=True)) == {
         BROKEN_PDF: "—",
         UNSUPPORTED: "—",
@@ -374,7 +380,7 @@ def test_retry_on_a_failed_row_queues_it_and_the_list_follows(
     # The person fixes the file, then retries it from the list.
     shutil.copy(SAMPLE_DOCS / GOOD_PDF, folder / BROKEN_PDF)
     files.table.selectRow(0)
-    with qtbot.waitSignal(window.backend.index_started, timeout=10_000) as started:
+    with qtbot.waitSignal(window.backend.indexing.started, timeout=10_000) as started:
         files.retry_button.click()
     job = started.args[0]
     assert job.retry and job.files == [str(folder / BROKEN_PDF)]

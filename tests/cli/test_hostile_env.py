@@ -26,8 +26,8 @@ import psutil
 import pytest
 
 from core.config import NUMERIC_BOUNDS, Settings, load_settings
-from core.indexing.scan import disk_path, stored_path
 from core.library import Library
+from core.store.paths import disk_path, stored_path
 
 REPO = Path(__file__).resolve().parents[2]
 LECTERN = Path(sys.executable).parent / "lectern"
@@ -161,7 +161,7 @@ def test_a_file_with_such_a_name_is_removed_and_renamed_like_any_other(
     with Library(Settings(home=tmp_path / "home"), embedder=embedder) as library:
         report = library.index([folder])
         assert (report.added, report.failed) == (2, 0)
-        entries = {e.path: e for e in library.file_list()}
+        entries = {e.path: e for e in library.files.file_list()}
         assert str(bad) in entries and entries[str(bad)].status == "indexed"
         assert "\ufffd" in entries[str(bad)].title  # shown as text, never as bytes
 
@@ -176,7 +176,7 @@ def test_a_file_with_such_a_name_is_removed_and_renamed_like_any_other(
         renamed.unlink()
         report = library.index([folder])
         assert report.removed == 1
-        assert [e.path for e in library.file_list()] == [str(folder / "plain.txt")]
+        assert [e.path for e in library.files.file_list()] == [str(folder / "plain.txt")]
 
 
 # --- 2. a locale or terminal that cannot encode the text ----------------------------------
@@ -389,7 +389,7 @@ def test_an_impossible_poll_interval_is_a_usage_error(tmp_path: Path, value: str
 
 
 def test_the_watcher_refuses_an_interval_its_threads_cannot_wait(library: Library) -> None:
-    from core.indexing.watch import FolderWatcher
+    from core.app.watch import FolderWatcher
 
     for bad in (math.inf, math.nan, 0.0, -1.0, 1e12):
         with pytest.raises(ValueError, match="poll_interval_s"):
@@ -535,7 +535,7 @@ def test_an_overlap_of_1e9_leaves_the_index_as_it_is(
 
 
 def test_the_app_is_told_of_a_replaced_setting(tmp_path: Path, embedder: Any) -> None:
-    """The app shows ``recovery_notices`` when the library opens (desktop/backend.py)."""
+    """The app shows ``recovery_notices`` when the library opens (desktop/startup.py)."""
     write_settings(tmp_path, {"top_k": 0, "embed_batch_size": 10**6})
     with Library(load_settings(tmp_path), embedder=embedder) as library:
         told = [n for n in library.recovery_notices if n.kind == "setting_replaced"]

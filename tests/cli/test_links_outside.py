@@ -85,7 +85,7 @@ def test_a_path_through_a_linked_folder_is_never_read(
     library.sync_files([str(through), str(linked_folder / "private" / "more")])
     library.sync_files([str(linked_folder / "private")])
     library.retry([str(linked_folder / "payroll.txt"), str(through)])
-    docs = {d.path: d for d in library.documents()}
+    docs = {d.path: d for d in library.files.documents()}
     assert str(through) not in docs
     assert not any("ledger" in p for p in docs)
     assert (docs[str(linked_folder / "payroll.txt")].state.value) == "skipped"
@@ -108,6 +108,6 @@ def test_a_file_indexed_through_a_link_before_is_taken_out(
     os.symlink(tmp_path / "private" / "payroll.txt", notes)
     os.utime(notes, follow_symlinks=False)
     library.index()
-    doc = next(d for d in library.documents() if d.path == str(notes))
+    doc = next(d for d in library.files.documents() if d.path == str(notes))
     assert (doc.state.value, doc.reason, doc.chunks) == ("skipped", OUTSIDE_LINK, 0)
     assert not library.search("zanzibarite pension", mode="bm25")

@@ -9,8 +9,10 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from core import __version__
+from core.config import Settings
 from core.notices import collect_notices, render_notices, shipped_distributions
 from desktop.about import AboutDialog
+from desktop.backend import Backend
 
 
 def test_notices_cover_every_shipped_dependency_with_its_licence_text() -> None:
@@ -30,7 +32,8 @@ def test_notices_cover_every_shipped_dependency_with_its_licence_text() -> None:
 
 
 def test_about_shows_version_data_folder_and_searchable_licences(qtbot, tmp_path: Path) -> None:
-    dialog = AboutDialog(tmp_path / "data")
+    backend = Backend(Settings(home=tmp_path / "data"), watch=False)
+    dialog = AboutDialog(backend)
     qtbot.addWidget(dialog)
     dialog.show()
     from PySide6.QtWidgets import QLabel
@@ -46,3 +49,4 @@ def test_about_shows_version_data_folder_and_searchable_licences(qtbot, tmp_path
     dialog.filter.setText("no-such-package-anywhere")
     assert dialog.notices.textCursor().selectedText() == ""
     dialog.reject()
+    backend.shutdown()

@@ -115,7 +115,7 @@ def test_the_servers_loading_note_goes_at_the_first_word(
     window = open_window(url=fake_ollama.url, copy_from=indexed[0])
     backend = window.backend
     backend.apply_settings(backend.settings.with_changes(llm_kind="openai"))
-    qtbot.waitUntil(lambda: backend.llm_status.ready, timeout=20_000)
+    qtbot.waitUntil(lambda: backend.llm.status.ready, timeout=20_000)
     fake_ollama.loading_for_s = 1.5
     fake_ollama.token_delay_s = 0.15
     fake_ollama.answer = long_answer
@@ -167,10 +167,10 @@ def test_a_followup_is_said_to_be_worked_out_whatever_the_badge_last_knew(
     window = open_window(url=fake_ollama.url, copy_from=indexed[0])
     base.ask(qtbot, window, "What is the nightly hotel cap?")
     backend = window.backend
-    check = backend._llm_check  # the check after the answer, let finish first
+    check = backend.llm._check  # the check after the answer, let finish first
     qtbot.waitUntil(lambda: check is None or check.done.is_set(), timeout=20_000)
     qtbot.wait(100)
-    backend.llm_status = replace(backend.llm_status, state="checking")
+    backend.llm.status = replace(backend.llm.status, state="checking")
     turn = send(qtbot, window, "And in London?")
     qtbot.waitUntil(lambda: "follow-up question" in turn.answer.text(), timeout=10_000)
     assert "Searching" not in turn.answer.text()

@@ -59,9 +59,9 @@ def make_folder(path: Path, files: int, paragraphs: int = 4) -> Path:
 def indexed_count(qtbot: Any, window: MainWindow) -> int:
     """The folder's indexed count from a snapshot taken after this call."""
     backend = window.backend
-    with qtbot.waitSignal(backend.library_changed, timeout=20_000):
-        backend.refresh_library()
-    snap = backend.snapshot
+    with qtbot.waitSignal(backend.view.snapshot_changed, timeout=20_000):
+        backend.view.refresh()
+    snap = backend.view.snapshot
     assert snap is not None and snap.folders
     return snap.folders[0].indexed
 
@@ -79,23 +79,23 @@ def test_cancel_stays_cancelled_until_resume_and_every_run_has_a_cancel_button(
     window = open_window(watch=True, url=f"http://127.0.0.1:{unused_port()}")
     backend, panel = window.backend, window.library
     progress: list[Any] = []
-    backend.index_progress.connect(progress.append)
+    backend.indexing.progress.connect(progress.append)
     drop(window, folder)
     # The dropped folder's job or the watcher's first pass over it, whichever takes the
     # files first: both are runs with a cancel button (waiting for the job alone timed
     # out whenever the watcher got there first).
     qtbot.waitUntil(
-        lambda: backend.indexing and bool(progress) and progress[-1].files_done >= 1,
+        lambda: backend.indexing.active and bool(progress) and progress[-1].files_done >= 1,
         timeout=WAIT_INDEX_MS,
     )
     assert panel.cancel_button.isVisible()
     qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)
 
     # The run winds down after its current batch; then the card says what was left.
-    qtbot.waitUntil(lambda: not backend.indexing, timeout=60_000)
-    assert backend.cancelled
+    qtbot.waitUntil(lambda: not backend.indexing.active, timeout=60_000)
+    assert backend.indexing.cancelled
     assert panel.progress_title.text() == "Indexing cancelled"
-    left = backend.not_indexed
+    left = backend.indexing.not_indexed
     assert left is not None and 0 < left < 90
     assert panel.progress_detail.text() == f"{left} files not indexed yet"
     assert panel.resume_button.isVisible() and not panel.cancel_button.isVisible()
@@ -105,25 +105,28 @@ def test_cancel_stays_cancelled_until_resume_and_every_run_has_a_cancel_button(
     # Nothing starts by itself: not the watcher's pass over the new folder, not the
     # events of a file saved meanwhile (remembered for later instead).
     runs: list[object] = []
-    backend.index_started.connect(runs.append)
-    backend.index_progress.connect(runs.append)
+    backend.indexing.started.connect(runs.append)
+    backend.indexing.progress.connect(runs.append)
     (folder / "saved-while-cancelled.txt").write_text(
         "The harbour lantern is lit at dusk by the night porter.\n", encoding="utf-8"
     )
     qtbot.wait(6000)  # debounce 0.3 s, batches within 2 s, folder check every 1 s
     assert runs == []
-    assert not backend.indexing and backend.cancelled
+    assert not backend.indexing.active and backend.indexing.cancelled
     assert indexed_count(qtbot, window) == stopped_at
     assert panel.progress_title.text() == "Indexing cancelled"
 
     # Resume indexes what was left and what changed meanwhile; the run has its ✕.
     cancel_shown: list[bool] = []
-    backend.index_progress.connect(lambda _p: cancel_shown.append(panel.cancel_button.isVisible()))
+    backend.indexing.progress.connect(
+        lambda _p: cancel_shown.append(panel.cancel_button.isVisible())
+    )
     qtbot.mouseClick(panel.resume_button, Qt.MouseButton.LeftButton)
-    assert not backend.cancelled
+    assert not backend.indexing.cancelled
     qtbot.waitUntil(lambda: bool(runs), timeout=10_000)
     qtbot.waitUntil(
-        lambda: not backend.indexing and indexed_count(qtbot, window) == 91, timeout=WAIT_INDEX_MS
+        lambda: not backend.indexing.active and indexed_count(qtbot, window) == 91,
+        timeout=WAIT_INDEX_MS,
     )
     assert cancel_shown and all(cancel_shown)
     qtbot.waitUntil(lambda: not panel.progress_card.isVisible(), timeout=30_000)
@@ -149,10 +152,10 @@ def test_closing_while_indexing_cancels_the_run_and_does_not_wait_for_its_batch(
     folder = make_folder(tmp_path / "many", 60)
     window = open_window(watch=True, url=f"http://127.0.0.1:{unused_port()}")
     backend = window.backend
-    library = backend.library
+    library = backend.startup.library
     assert library is not None
     progress: list[Any] = []
-    backend.index_progress.connect(progress.append)
+    backend.indexing.progress.connect(progress.append)
 
     armed, entered, release = threading.Event(), threading.Event(), threading.Event()
     safety = threading.Timer(60, release.set)  # never leave the thread stuck
@@ -176,7 +179,7 @@ def test_closing_while_indexing_cancels_the_run_and_does_not_wait_for_its_batch(
         qtbot.waitUntil(
             lambda: bool(progress) and progress[-1].files_done >= 1, timeout=WAIT_INDEX_MS
         )
-        job = backend.current_job
+        job = backend.indexing.current_job
         assert job is not None and job.task is not None
         armed.set()
         qtbot.waitUntil(entered.is_set, timeout=60_000)
@@ -195,15 +198,15 @@ def test_closing_while_indexing_cancels_the_run_and_does_not_wait_for_its_batch(
     # Left alone, the run ends after that batch without starting another, and what it
     # committed is a consistent library when opened again.
     assert job.task.done.wait(60)
-    watcher = backend.watcher
+    watcher = backend.indexing.watcher
     assert watcher is not None
     qtbot.waitUntil(lambda: not watcher.worker_alive, timeout=60_000)
-    done = len(library.documents(state="indexed"))
+    done = len(library.files.documents(state="indexed"))
     library.close()
     from core.library import Library
 
     with Library(Settings(home=library.settings.home), embedder=embedder) as again:
-        assert len(again.documents(state="indexed")) == done
+        assert len(again.files.documents(state="indexed")) == done
         assert 0 < done <= 60
         report = again.index()
         assert report.added == 60 - done and report.failed == 0
@@ -220,12 +223,12 @@ def test_quitting_does_not_wait_for_a_slow_close_and_loses_nothing(
     that takes 4 s here stands for it."""
     window = open_window(copy_from=indexed[0], url=f"http://127.0.0.1:{unused_port()}")
     backend = window.backend
-    library = backend.library
+    library = backend.startup.library
     assert library is not None
     home = library.settings.home
     turn = ask(qtbot, window, QUESTION)  # a conversation, kept from its question
     assert turn.turn.answer
-    documents = len(library.documents(state="indexed"))
+    documents = len(library.files.documents(state="indexed"))
     real_close = library.close
     closed = threading.Event()
 
@@ -244,9 +247,9 @@ def test_quitting_does_not_wait_for_a_slow_close_and_loses_nothing(
     # Opened again in this process, the library waits for that close, and has it all.
     again = open_window(home=home, url=f"http://127.0.0.1:{unused_port()}")
     assert closed.is_set()
-    reopened = again.backend.library
+    reopened = again.backend.startup.library
     assert reopened is not None
-    assert len(reopened.documents(state="indexed")) == documents
+    assert len(reopened.files.documents(state="indexed")) == documents
     conversations = reopened.conversations
     assert conversations is not None
     assert [c.title for c in conversations.list()] == [QUESTION]
@@ -262,7 +265,7 @@ def test_badge_follows_each_answer_both_ways(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Only answers re-check here (raising=False: before the periodic check existed).
-    monkeypatch.setattr("desktop.backend.LLM_RECHECK_MS", 3_600_000, raising=False)
+    monkeypatch.setattr("desktop.llm_monitor.LLM_RECHECK_MS", 3_600_000, raising=False)
     server = FakeOllama().start()
     try:
         window = open_window(url=server.url, copy_from=indexed[0])
@@ -283,7 +286,7 @@ def test_badge_follows_each_answer_both_ways(
         # ...and the server is asked again after it, which agrees.
         qtbot.waitUntil(lambda: len(server.requests_to("/api/tags")) > checks, timeout=10_000)
         qtbot.wait(300)
-        assert pill.text() == "llama3.2" and window.backend.llm_status.ready
+        assert pill.text() == "llama3.2" and window.backend.llm.status.ready
     finally:
         server.stop()
 
@@ -294,7 +297,7 @@ def test_badge_follows_the_server_without_a_request(
     indexed: tuple[Path, Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("desktop.backend.LLM_RECHECK_MS", 300, raising=False)
+    monkeypatch.setattr("desktop.llm_monitor.LLM_RECHECK_MS", 300, raising=False)
     server = FakeOllama().start()
     try:
         window = open_window(url=server.url, copy_from=indexed[0])
@@ -306,7 +309,7 @@ def test_badge_follows_the_server_without_a_request(
         qtbot.waitUntil(lambda: pill.text() == "llama3.2", timeout=20_000)
         # Periodic checks keep the badge as it is while they run: no flicker.
         seen: list[str] = []
-        window.backend.llm_status_changed.connect(lambda s: seen.append(s.state))
+        window.backend.llm.status_changed.connect(lambda s: seen.append(s.state))
         qtbot.wait(1500)
         assert "checking" not in seen
     finally:
@@ -336,7 +339,7 @@ def test_malformed_server_address_is_named_and_answers_come_from_the_documents(
     if where == "env":
         monkeypatch.setenv("OLLAMA_HOST", address)
     window = open_window(url=address if where == "url" else "", copy_from=indexed[0])
-    status = window.backend.llm_status
+    status = window.backend.llm.status
     assert status.state == "invalid"
     pill = window.conversation.llm_pill
     assert pill.text() == "Server address invalid"

@@ -14,6 +14,7 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt
 
+from core.app.ops import Changes
 from core.records import Scope
 from desktop.main_window import MainWindow
 from tests.desktop import test_window as base
@@ -103,10 +104,10 @@ def test_a_collection_scope_on_the_question_box_is_saved_restored_and_honoured(
     assert names([c.source.path for c in view.citations if c.source]) <= set(ENGINEERING)
     conversation = panel.conversation_id
     assert conversation is not None
-    library = window.backend.library
+    library = window.backend.startup.library
     assert library is not None
     qtbot.waitUntil(
-        lambda: library.conversation_scope(conversation) == Scope(("Engineering",)),
+        lambda: library.collections.scope(conversation) == Scope(("Engineering",)),
         timeout=10_000,
     )
 
@@ -120,8 +121,8 @@ def test_a_collection_scope_on_the_question_box_is_saved_restored_and_honoured(
     assert panel.scope_button.property("scoped") is True
 
     # Deleting the collection: the conversation says so instead of searching everything.
-    library.delete_collection("Engineering")
-    window.backend.collections_changed.emit()
+    library.collections.delete("Engineering")
+    window.backend.announce(Changes(collections=True))
     qtbot.waitUntil(lambda: panel.scope_button.property("missing") is True, timeout=10_000)
     assert "deleted" in panel.scope_button.toolTip()
     gone = ask(qtbot, window, "And who approves travel?").turn

@@ -16,6 +16,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QLineEdit
 
+from core.app.ops import Changes
 from desktop import main_window as main_window_module
 from desktop.main_window import SNIPPET_ROLE, MainWindow
 from tests.desktop import test_window as base
@@ -79,7 +80,7 @@ def test_rename_from_the_list_updates_the_list_and_the_title(
     qtbot.waitUntil(lambda: panel.title.full_text() == "Card limits", timeout=10_000)
     assert panel.conversation_title == "Card limits"
     # Kept: the list comes back from the database with it.
-    window.backend.refresh_conversations()
+    window.backend.announce(Changes(conversations=True))
     qtbot.waitUntil(
         lambda: [c.title for c in window.conversations] == ["Card limits"], timeout=10_000
     )
@@ -128,7 +129,7 @@ def test_search_box_filters_the_list_as_you_type(
     assert "weekend" in tip.casefold()
 
     # A word only the card conversation's answer holds.
-    answer = window.backend.library.conversations.turns(  # type: ignore[union-attr]
+    answer = window.backend.startup.library.conversations.turns(  # type: ignore[union-attr]
         next(c.id for c in window.conversations if c.title == CARD)
     )[0].answer
     word = next(w for w in answer.split() if len(w) > 5 and w.isalpha() and w not in CARD)

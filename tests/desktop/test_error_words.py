@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from core.errors import LecternError
-from core.generation.llm import BACKENDS
-from core.generation.llm.errors import ErrorMapper
-from core.generation.llm.urls import unusable_client
+from core.llm import BACKENDS
+from core.llm.errors import ErrorMapper
+from core.llm.urls import unusable_client
 from desktop.theme import Theme
 from desktop.turn_view import TurnWidget
 from desktop.viewmodels import ErrorView, TurnView

@@ -439,7 +439,7 @@ def test_the_no_model_badge_is_not_called_search(
 
     window = open_window(url=f"http://127.0.0.1:{unused_port()}", copy_from=indexed[0])
     pill = window.conversation.llm_pill
-    qtbot.waitUntil(lambda: window.backend.llm_status.state == "unreachable", timeout=20_000)
+    qtbot.waitUntil(lambda: window.backend.llm.status.state == "unreachable", timeout=20_000)
     assert pill.text() == "No model · quoting passages"
     assert window.conversation.search_mode.text() == "Search"
     words = [w.text() + " " + w.toolTip() for w in window.findChildren(QLabel)]
@@ -460,9 +460,11 @@ def test_removing_a_folder_drops_its_sources_from_the_open_answer_at_once(
     evidence = window.evidence
     qtbot.waitUntil(lambda: evidence.mode == "text", timeout=20_000)
 
-    window.backend.remove_folder(str(indexed[1]))
+    window.backend.indexing.remove_folder(str(indexed[1]))
     qtbot.waitUntil(
-        lambda: window.backend.snapshot is not None and not window.backend.snapshot.folders,
+        lambda: (
+            window.backend.view.snapshot is not None and not window.backend.view.snapshot.folders
+        ),
         timeout=30_000,
     )
     settle(qtbot)
@@ -488,7 +490,7 @@ def test_a_missing_model_quotes_the_documents_then_downloads_in_place(
     from PySide6.QtWidgets import QPushButton
 
     window = open_window(url=fake_ollama.url, model="mistral", copy_from=indexed[0])
-    assert window.backend.llm_status.state == "model_missing"
+    assert window.backend.llm.status.state == "model_missing"
     turn = ask(qtbot, window, "How much is mileage reimbursed per km?")
     view = turn.turn
     assert view.error is None and not turn.error_box.isVisible()
@@ -517,7 +519,7 @@ def test_a_missing_model_quotes_the_documents_then_downloads_in_place(
     assert words and not [w for w in words if re.search(r"[0-9a-f]{12}", w)], words
     assert any("Downloading mistral" in w and " of " in w for w in words), words
     assert "Ask again" in buttons()
-    qtbot.waitUntil(lambda: window.backend.llm_status.ready, timeout=20_000)
+    qtbot.waitUntil(lambda: window.backend.llm.status.ready, timeout=20_000)
 
     buttons()["Ask again"].click()
     panel = window.conversation
@@ -609,7 +611,7 @@ def test_a_deleted_file_drops_its_sources_from_the_open_answer(
     qtbot.waitUntil(lambda: evidence.mode == "text", timeout=20_000)
 
     gone.unlink()
-    window.backend.rescan()
+    window.backend.indexing.rescan()
     qtbot.waitUntil(
         lambda: all(s.removed for s in turn.turn.sources if s.path == str(gone)),
         timeout=30_000,

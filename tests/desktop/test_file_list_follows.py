@@ -57,10 +57,10 @@ def test_a_retried_file_that_fails_again_is_listed_failed_not_waiting(
     # What a cancel and resume gave: the list read again (a snapshot of the resumed pass
     # arriving) just as the retry had marked the file waiting, before it failed again.
     marked: list[bool] = []
-    library = backend.library
+    library = backend.startup.library
     assert library is not None
     backend.background.submit(
-        lambda _ctx: library.store.mark_pending(str(damaged)),
+        lambda _ctx: library.files.mark_pending(str(damaged)),
         on_result=lambda _r: marked.append(True),
     )
     qtbot.waitUntil(lambda: bool(marked), timeout=10_000)
@@ -69,9 +69,11 @@ def test_a_retried_file_that_fails_again_is_listed_failed_not_waiting(
     qtbot.waitUntil(lambda: files.loads > loads, timeout=20_000)
     assert _state(files, damaged) == "waiting"
 
-    with qtbot.waitSignal(backend.index_finished, timeout=60_000):
-        backend.retry([str(damaged)])
-    qtbot.waitUntil(lambda: not backend.indexing and not backend._refreshing, timeout=20_000)
+    with qtbot.waitSignal(backend.indexing.finished, timeout=60_000):
+        backend.indexing.retry([str(damaged)])
+    qtbot.waitUntil(
+        lambda: not backend.indexing.active and not backend.view._refreshing, timeout=20_000
+    )
     qtbot.waitUntil(lambda: _state(files, damaged) == "failed", timeout=10_000)
 
     # Closed and opened again, it still says what the library says.

@@ -53,9 +53,9 @@ def test_first_frame_shows_folders_with_failed_and_skipped_files(
     backend.start()
     qtbot.waitUntil(
         lambda: (
-            backend.snapshot is not None
-            and not backend.snapshot.saved
-            and bool(backend.snapshot.problems.get(folder))
+            backend.view.snapshot is not None
+            and not backend.view.snapshot.saved
+            and bool(backend.view.snapshot.problems.get(folder))
         ),
         timeout=WAIT_MS,
     )
@@ -63,7 +63,7 @@ def test_first_frame_shows_folders_with_failed_and_skipped_files(
 
     # The next start, before the library opens: the first frame.
     window, backend, held = make_window(path)
-    assert backend.library is None and backend.snapshot is not None
+    assert backend.startup.library is None and backend.view.snapshot is not None
     assert folders_listed(window) == [folder]
     assert window.library.empty.isHidden()  # no "No folders yet"
     assert groups(window) == ["group-failed", "group-skipped"]

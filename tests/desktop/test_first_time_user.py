@@ -183,11 +183,11 @@ def test_the_status_bar_says_indexing_while_a_run_goes_on(
     shutil.copytree(SAMPLE_DOCS, folder)
     base.drop(window, folder)
     qtbot.waitUntil(
-        lambda: window.backend.indexing and window.library.progress_card.isVisible(),
+        lambda: window.backend.indexing.active and window.library.progress_card.isVisible(),
         timeout=30_000,
     )
     # Progress reports and library snapshots keep coming while it runs: none says Ready.
-    while window.backend.indexing:
+    while window.backend.indexing.active:
         assert not window.phase_label.text().startswith("Ready"), window.phase_label.text()
         qtbot.wait(100)
     base.wait_indexed(qtbot, window, files=5)
@@ -291,7 +291,7 @@ def test_rescan_says_what_it_does_and_folder_menus_offer_no_empty_retry(
     qtbot.keyClick(window, Qt.Key.Key_F5)
     assert "Rescanning 1 folder" in window.notice_label.text()
     qtbot.waitUntil(lambda: "Rescan done" in window.notice_label.text(), timeout=60_000)
-    assert not window.backend.indexing
+    assert not window.backend.indexing.active
 
 
 # --- the welcome card --------------------------------------------------------------------------
@@ -387,7 +387,7 @@ def test_five_folders_show_whole_at_1440x900_with_a_visible_splitter(
         folders.append(folder)
     base.drop(window, *folders)
     qtbot.waitUntil(lambda: len(window.library._rows) == 5, timeout=60_000)
-    qtbot.waitUntil(lambda: not window.backend.indexing, timeout=120_000)
+    qtbot.waitUntil(lambda: not window.backend.indexing.active, timeout=120_000)
     qtbot.wait(200)
     tree = window.library.tree
     viewport = tree.viewport().rect()
@@ -581,7 +581,7 @@ def test_at_1024x700_the_badge_keeps_its_words_and_the_hint_is_whole(
     panel = window.conversation
     # Still opening (the backend is not started): the hint says so, in a long sentence.
     assert panel.hint.text().startswith("Lectern is")
-    backend.llm_status_changed.emit(
+    backend.llm.status_changed.emit(
         LLMStatus("unreachable", url="http://127.0.0.1:9", message="Could not reach Ollama.")
     )
     qtbot.wait(50)

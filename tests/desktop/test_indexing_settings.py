@@ -52,8 +52,8 @@ def test_the_indexing_choice_is_saved_restored_and_applied_at_once(
     assert (backend.settings.index_when, backend.settings.index_cpu_share) == ("share", 25)
     saved = json.loads(backend.settings.settings_path.read_text())
     assert (saved["index_when"], saved["index_cpu_share"]) == ("share", 25)
-    assert backend.library is not None
-    throttle = backend.library.indexer.throttle
+    assert backend.startup.library is not None
+    throttle = backend.startup.library.indexer.throttle
     assert (throttle.mode, throttle.cpu_share) == ("share", 25)
     # The progress card says why indexing goes slower.
     window.library.set_progress(IndexProgress(files_total=9, files_done=2, chunks_done=0))
@@ -73,6 +73,23 @@ def test_the_indexing_choice_is_saved_restored_and_applied_at_once(
     dialog.reject()
 
 
+def test_the_dialog_changes_the_one_settings_the_library_reads(
+    qtbot: Any, open_window: Callable[..., MainWindow]
+) -> None:
+    """No copy kept in step: what the dialog saves is the object the open library reads."""
+    window = open_window(url=f"http://127.0.0.1:{unused_port()}")
+    backend, library = window.backend, window.backend.startup.library
+    assert library is not None and library.settings_store is backend.settings_store
+    dialog = window.open_settings()
+    dialog.top_k.setValue(4)
+    _choose(dialog, "idle")
+    dialog.accept()
+    qtbot.waitUntil(lambda: window.settings_dialog is None, timeout=5_000)
+    assert library.settings is backend.settings
+    assert (library.settings.top_k, library.settings.index_when) == (4, "idle")
+    assert library.indexer.throttle.mode == "idle"
+
+
 def test_the_progress_card_says_indexing_waits_for_the_computer(
     qtbot: Any,
     open_window: Callable[..., MainWindow],
@@ -82,19 +99,19 @@ def test_the_progress_card_says_indexing_waits_for_the_computer(
     window = open_window(url=f"http://127.0.0.1:{unused_port()}")
     backend, panel = window.backend, window.library
     backend.apply_settings(backend.settings.with_changes(index_when="idle"))
-    assert backend.library is not None
-    throttle = backend.library.indexer.throttle
+    assert backend.startup.library is not None
+    throttle = backend.startup.library.indexer.throttle
     throttle.idle_threshold = TEST_IDLE_THRESHOLD
     throttle.idle_window_s = 0.5
     throttle.idle_recheck_s = 0.5
     _wait_busy(throttle)
     folder = _folder(tmp_path)
-    backend.add_folders([str(folder)])
+    backend.indexing.add_folders([str(folder)])
     qtbot.waitUntil(lambda: panel.progress_title.text().startswith("Waiting"), timeout=60_000)
     assert panel.progress_detail.text() == (
         "Waiting · the computer is busy; indexing resumes when it is idle"
     )
     assert panel.progress_card.isVisible()
     burners()
-    carries_on(throttle, lambda: (qtbot.wait(50), not backend.indexing)[1])
+    carries_on(throttle, lambda: (qtbot.wait(50), not backend.indexing.active)[1])
     assert not panel.progress_detail.text().startswith("Waiting")

@@ -52,9 +52,9 @@ def test_a_german_library_is_offered_the_multilingual_model_until_not_now(
     assert not panel.model_offer.isVisible()
     assert load_settings(window.backend.settings.home).model_offer_declined
     # A later snapshot (a rescan, a watch batch) does not bring it back.
-    window.backend.refresh_library()
+    window.backend.view.refresh()
     qtbot.wait(500)
-    qtbot.waitUntil(lambda: not window.backend._refreshing, timeout=10_000)
+    qtbot.waitUntil(lambda: not window.backend.view._refreshing, timeout=10_000)
     assert not panel.model_offer.isVisible()
 
 
@@ -68,15 +68,15 @@ def test_switch_re_embeds_in_the_background_and_the_offer_goes(
     qtbot.mouseClick(panel.model_offer_switch, Qt.MouseButton.LeftButton)
     assert not panel.model_offer.isVisible()
     assert load_settings(window.backend.settings.home).embedding_model == MULTILINGUAL_MODEL_ID
-    library = window.backend.library
+    library = window.backend.startup.library
     assert library is not None
     qtbot.waitUntil(
         lambda: library.db.get_meta("embedding_model") == MULTILINGUAL_MODEL_ID, timeout=120_000
     )
     # Searching by meaning works with the new model, and nothing is offered any more.
     assert library.search("Wann wird die Heizung gewartet?", mode="dense")
-    window.backend.refresh_library()
-    qtbot.waitUntil(lambda: not window.backend._refreshing, timeout=10_000)
+    window.backend.view.refresh()
+    qtbot.waitUntil(lambda: not window.backend.view._refreshing, timeout=10_000)
     assert not panel.model_offer.isVisible()
 
 

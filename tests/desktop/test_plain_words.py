@@ -185,7 +185,7 @@ def test_the_language_offer_and_a_model_switch_are_said_without_figures_or_ids(
     assert_plain(panel)
     assert "0." in panel.model_offer_details.details()  # the figures, a click away
 
-    snapshot = window.backend.snapshot
+    snapshot = window.backend.view.snapshot
     assert snapshot is not None
     switching = (
         f"Switching to {MULTILINGUAL_MODEL_ID}: 3 of 40 passages re-embedded; search uses "

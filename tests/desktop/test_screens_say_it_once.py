@@ -16,7 +16,8 @@ pytest.importorskip("pytestqt")
 
 from core.config import Settings
 from core.records import FolderStatus, IndexProgress
-from desktop.backend import Backend, LibrarySnapshot
+from desktop.backend import Backend
+from desktop.library_view import LibrarySnapshot
 from desktop.main_window import MainWindow
 from desktop.search_results import SearchResultsWidget
 from desktop.theme import Theme
@@ -77,7 +78,7 @@ def test_the_paused_card_says_paused_once(qtbot: Any, backend: Backend, theme: T
     qtbot.addWidget(panel)
     panel.resize(300, 500)
     panel.show()
-    backend.pause_indexing()
+    backend.indexing.pause()
     panel._paused(True)
     panel.set_progress(IndexProgress(files_total=40, files_done=0, chunks_done=0, elapsed_s=1.0))
     card = " ".join(w.text() for w in (panel.progress_title, panel.progress_detail))

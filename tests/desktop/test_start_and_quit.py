@@ -28,8 +28,9 @@ from PySide6.QtCore import QSettings, Qt
 from core.config import Settings
 from core.errors import ModelNotReadyError
 from core.library import Library
-from desktop.backend import SAVED_SNAPSHOT, Backend, read_saved_snapshot
+from desktop.backend import Backend
 from desktop.library_panel import ROLE_PATH
+from desktop.library_view import SAVED_SNAPSHOT, read_saved_snapshot
 from desktop.main_window import MainWindow
 from desktop.theme import Theme
 from tests.conftest import SAMPLE_DOCS
@@ -89,7 +90,7 @@ def make_window(qtbot: Any, tmp_path: Path, embedder: Any) -> Iterator[Callable[
         window = MainWindow(backend, theme, qsettings)
         held = Held(backend)
         made.append((window, backend, held))
-        backend.show_saved_library()
+        backend.view.show_saved()
         window.show()
         return window, backend, held
 
@@ -118,13 +119,14 @@ def test_a_reopen_shows_the_library_in_the_first_frame(
     backend.start()
     qtbot.waitUntil(lambda: backend.is_ready, timeout=WAIT_MS)
     qtbot.waitUntil(
-        lambda: backend.snapshot is not None and bool(backend.snapshot.folders), timeout=WAIT_MS
+        lambda: backend.view.snapshot is not None and bool(backend.view.snapshot.folders),
+        timeout=WAIT_MS,
     )
     window.close()
 
     # The next start, before the library is even opened: what the first frame shows.
     window, backend, held = make_window(home)
-    assert backend.library is None
+    assert backend.startup.library is None
     panel = window.library
     assert folders_listed(window) == [folder]
     assert panel.empty.isHidden()  # no "No folders yet"
@@ -136,9 +138,10 @@ def test_a_reopen_shows_the_library_in_the_first_frame(
     held.release()
     backend.start()
     qtbot.waitUntil(
-        lambda: backend.snapshot is not None and not backend.snapshot.saved, timeout=WAIT_MS
+        lambda: backend.view.snapshot is not None and not backend.view.snapshot.saved,
+        timeout=WAIT_MS,
     )
-    assert [f.path for f in backend.snapshot.folders] == [folder]
+    assert [f.path for f in backend.view.snapshot.folders] == [folder]
     assert folders_listed(window) == [folder]
 
 
@@ -157,8 +160,8 @@ def test_the_library_is_searchable_and_answers_before_the_model_is_loaded(
     window, backend, held = make_window(home)
     backend.start()
     qtbot.waitUntil(lambda: backend.is_open, timeout=WAIT_MS)
-    assert not backend.is_ready and backend.phase == "loading_model"
-    library = backend.library
+    assert not backend.is_ready and backend.startup.phase == "loading_model"
+    library = backend.startup.library
     assert library is not None and not library.model_loaded
 
     # The Search tab, by words and meaning: ranked by keyword for now.
@@ -215,11 +218,11 @@ def test_quitting_while_the_model_loads_closes_the_library_and_does_not_wait(
     window, backend, _held = make_window(home)
     backend.start()
     qtbot.waitUntil(lambda: backend.is_open, timeout=WAIT_MS)
-    library = backend.library
+    library = backend.startup.library
     assert library is not None
     window.close()  # the model's load has not even begun: it is held
     # The record is closed cleanly (checkpointed: no log left to replay) ...
-    assert backend.library is None
+    assert backend.startup.library is None
     with pytest.raises(duckdb.Error):
         library.db.cursor().execute("SELECT 1")
     assert not Path(str(library.settings.db_path) + ".wal").exists()

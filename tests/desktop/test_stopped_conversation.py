@@ -20,7 +20,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt
 
 from core.config import Settings
-from core.generation.redaction import REMOVED_SENTENCE
+from core.store.redaction import REMOVED_SENTENCE
 from desktop.main_window import MainWindow
 from desktop.turn_view import TurnWidget
 from tests.desktop import test_window as base

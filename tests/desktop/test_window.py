@@ -96,7 +96,7 @@ def open_window(
         if start:
             backend.start()
             qtbot.waitUntil(lambda: backend.is_ready, timeout=60_000)  # type: ignore[attr-defined]
-            qtbot.waitUntil(lambda: backend.llm_status.state != "checking", timeout=20_000)  # type: ignore[attr-defined]
+            qtbot.waitUntil(lambda: backend.llm.status.state != "checking", timeout=20_000)  # type: ignore[attr-defined]
         return window
 
     yield make
@@ -122,11 +122,11 @@ def wait_indexed(qtbot: object, window: MainWindow, files: int) -> None:
     backend = window.backend
 
     def done() -> bool:
-        snap = backend.snapshot
-        if backend.indexing or snap is None or not snap.folders:
+        snap = backend.view.snapshot
+        if backend.indexing.active or snap is None or not snap.folders:
             return False
         f = snap.folders[0]
-        return f.indexed + f.failed + f.skipped >= files and not backend._refreshing
+        return f.indexed + f.failed + f.skipped >= files and not backend.view._refreshing
 
     qtbot.waitUntil(done, timeout=WAIT_INDEX_MS)  # type: ignore[attr-defined]
 
@@ -163,9 +163,9 @@ def test_window_is_up_at_once_and_loads_in_the_background(
     window = open_window(start=False)
     assert window.windowTitle() == "Lectern"
     assert window.isVisible()
-    assert window.backend.phase == "starting"
+    assert window.backend.startup.phase == "starting"
     window.backend.start()
-    assert window.backend.phase == "opening"  # the open runs in the background
+    assert window.backend.startup.phase == "opening"  # the open runs in the background
     assert "Opening" in window.phase_label.text()
     qtbot.waitUntil(lambda: window.backend.is_ready, timeout=60_000)  # type: ignore[attr-defined]
     assert window.phase_label.text().startswith("Ready")
@@ -185,12 +185,12 @@ def test_drop_index_ask_and_see_the_cited_span_on_its_pdf_page(
     shutil.copytree(SAMPLE_DOCS, folder)
     shutil.copy(shared_data / "pdfs" / REACT_PDF, folder / REACT_PDF)
     window = open_window(url=fake_ollama.url)
-    assert window.backend.llm_status.ready
+    assert window.backend.llm.status.ready
 
     drop(window, folder)
     qtbot.waitUntil(lambda: window.library.progress_card.isVisible(), timeout=20_000)  # type: ignore[attr-defined]
     wait_indexed(qtbot, window, files=6)
-    status = window.backend.snapshot.folders[0]  # type: ignore[union-attr]
+    status = window.backend.view.snapshot.folders[0]  # type: ignore[union-attr]
     assert status.path == str(folder) and status.indexed == 6 and status.failed == 0
     assert not window.library.progress_card.isVisible()
     assert "6 indexed" in window.library._rows[str(folder)].counts.text()
@@ -354,7 +354,7 @@ def test_server_down_answers_from_the_documents_and_says_so_inline(
     qtbot: object, open_window: Callable[..., MainWindow], indexed: tuple[Path, Path]
 ) -> None:
     window = open_window(url=f"http://127.0.0.1:{unused_port()}", copy_from=indexed[0])
-    status = window.backend.llm_status
+    status = window.backend.llm.status
     assert status.state == "unreachable"
     assert window.conversation.llm_pill.text() == "No model · quoting passages"
     # The first-run guidance explains how to get Ollama going.
@@ -406,7 +406,7 @@ def test_damaged_files_are_listed_with_reasons_and_can_be_retried(
     window = open_window(url=f"http://127.0.0.1:{unused_port()}")
     drop(window, folder)
     wait_indexed(qtbot, window, files=4)
-    status = window.backend.snapshot.folders[0]  # type: ignore[union-attr]
+    status = window.backend.view.snapshot.folders[0]  # type: ignore[union-attr]
     # An empty file is skipped, not failed: there is nothing wrong to fix in it (issue 45).
     assert (status.indexed, status.failed, status.skipped) == (1, 1, 2)
     counts = window.library._rows[str(folder)].counts.text()
@@ -428,13 +428,13 @@ def test_damaged_files_are_listed_with_reasons_and_can_be_retried(
     window.library.tree.itemActivated.emit(rows["report.pdf"], 0)
     qtbot.waitUntil(  # type: ignore[attr-defined]
         lambda: (
-            not window.backend.indexing
-            and window.backend.snapshot is not None
-            and window.backend.snapshot.folders[0].indexed == 2
+            not window.backend.indexing.active
+            and window.backend.view.snapshot is not None
+            and window.backend.view.snapshot.folders[0].indexed == 2
         ),
         timeout=WAIT_INDEX_MS,
     )
-    assert window.backend.snapshot.folders[0].failed == 1  # type: ignore[union-attr]
+    assert window.backend.view.snapshot.folders[0].failed == 1  # type: ignore[union-attr]
 
 
 def test_a_dropped_file_or_missing_path_is_explained_not_indexed(
@@ -445,7 +445,7 @@ def test_a_dropped_file_or_missing_path_is_explained_not_indexed(
     note.write_text("hello")
     drop(window, note)
     assert "Lectern indexes whole folders" in window.notice_label.text()
-    assert not window.backend.indexing
+    assert not window.backend.indexing.active
 
 
 def test_library_busy_elsewhere_is_a_banner_with_a_retry(
@@ -473,7 +473,7 @@ def test_library_busy_elsewhere_is_a_banner_with_a_retry(
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ok"
         window = open_window(home=home, start=False)
         window.backend.start()
-        qtbot.waitUntil(lambda: window.backend.phase == "failed", timeout=30_000)  # type: ignore[attr-defined]
+        qtbot.waitUntil(lambda: window.backend.startup.phase == "failed", timeout=30_000)  # type: ignore[attr-defined]
         assert window.banner.isVisible()
         assert "Another Lectern process" in window.banner.text.text()
     finally:
@@ -482,7 +482,7 @@ def test_library_busy_elsewhere_is_a_banner_with_a_retry(
     window.banner.action.click()
     qtbot.waitUntil(lambda: window.backend.is_ready, timeout=60_000)  # type: ignore[attr-defined]
     assert not window.banner.isVisible()
-    assert isinstance(window.backend.library, Library)
+    assert isinstance(window.backend.startup.library, Library)
 
 
 # --- settings, first run, single instance, watching ------------------------------------------
@@ -525,26 +525,26 @@ def test_a_model_switch_can_be_paused_from_the_library_summary(
     panel = window.library
     qtbot.waitUntil(  # type: ignore[attr-defined]
         lambda: (
-            window.backend.snapshot is not None
-            and not window.backend.indexing
+            window.backend.view.snapshot is not None
+            and not window.backend.indexing.active
             and not panel.progress_card.isVisible()
         ),
         timeout=WAIT_INDEX_MS,
     )
-    snapshot = window.backend.snapshot
+    snapshot = window.backend.view.snapshot
     assert snapshot is not None and not panel.switch_button.isVisible()
     line = "Switching to intfloat/multilingual-e5-small: 3 of 40 passages re-embedded"
     panel.set_snapshot(replace(snapshot, switching=line))
     assert panel.switch_button.isVisible() and panel.switch_button.text() == "Pause"
     # Said with the model's name, not its id (desktop/viewmodels.py plain_words).
     assert "Switching to the multilingual model: 3 of 40" in panel.summary.text()
-    library = window.backend.library
+    library = window.backend.startup.library
     assert library is not None
     panel.switch_button.click()
-    assert window.backend.paused and library.models.paused
+    assert window.backend.indexing.paused and library.models.paused
     assert panel.switch_button.text() == "Resume"
     panel.switch_button.click()
-    assert not window.backend.paused and not library.models.paused
+    assert not window.backend.indexing.paused and not library.models.paused
     assert panel.switch_button.text() == "Pause"
 
 
@@ -583,7 +583,7 @@ def test_first_run_guidance_when_ollama_has_no_model(
     empty = FakeOllama(models=[]).start()
     try:
         window = open_window(url=empty.url)
-        assert window.backend.llm_status.state == "no_models"
+        assert window.backend.llm.status.state == "no_models"
         welcome = window.conversation.welcome
         assert "no model yet" in welcome.step_llm["title"].text()
         assert "ollama pull llama3.2" in welcome.step_llm["body"].text()
@@ -641,19 +641,19 @@ def test_watched_folder_picks_up_a_new_file(
     # loaded in the background: the count to compare against needs both.
     qtbot.waitUntil(  # type: ignore[attr-defined]
         lambda: (
-            window.backend.watch_status.get(str(folder), ("",))[0] == "watching"
-            and window.backend.snapshot is not None
+            window.backend.indexing.watch_status.get(str(folder), ("",))[0] == "watching"
+            and window.backend.view.snapshot is not None
         ),
         timeout=30_000,
     )
-    before = window.backend.snapshot.folders[0].indexed  # type: ignore[union-attr]
+    before = window.backend.view.snapshot.folders[0].indexed  # type: ignore[union-attr]
     new = folder / "parking.txt"
     try:
         new.write_text("Visitors park in bay 7 behind the warehouse; staff use the north lot.\n")
         qtbot.waitUntil(  # type: ignore[attr-defined]
             lambda: (
-                window.backend.snapshot is not None
-                and window.backend.snapshot.folders[0].indexed == before + 1
+                window.backend.view.snapshot is not None
+                and window.backend.view.snapshot.folders[0].indexed == before + 1
             ),
             timeout=60_000,
         )

@@ -52,7 +52,7 @@ def test_changing_the_model_reembeds_everything_never_mixing(
     with Library(Settings(home=lectern_home)) as library:
         # The old model answers until every chunk is re-embedded in the background, then
         # the library switches (tests/indexing/test_model_switch.py): none of the old vectors is kept.
-        assert library.wait_for_model_switch(timeout=300)
+        assert library.models.wait(timeout=300)
         assert library.status()["embedding_model"] == DEFAULT_MODEL_ID
         assert library.index().chunks_embedded == 0
         assert library.status()["chunks"] == 3

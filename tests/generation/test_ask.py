@@ -7,7 +7,6 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ from core.config import Settings
 from core.embedding.models import load_embedder
 from core.generation.citations import REFUSAL
 from core.generation.extractive import EXCERPT_FROM_CHARS
-from core.generation.llm import OllamaClient, OpenAICompatClient
 from core.generation.qa import (
     MODEL_UNCHECKED,
     REWRITING,
@@ -30,6 +28,7 @@ from core.generation.qa import (
     ask,
 )
 from core.library import Library
+from core.llm import OllamaClient, OpenAICompatClient
 from core.store.conversations import ConversationStore
 from core.store.db import Database
 from tests.fake_ollama import FakeOllama, Messages, quote_first_source, sources_in
@@ -102,7 +101,7 @@ def test_generated_answer_with_verified_citations(
     assert done.answer.endswith("[1]")
     citation = done.citations[0]
     assert citation.n == 1 and citation.hit == sources.hits[0]
-    document = qa_library.document_text(citation.hit.document_id)
+    document = qa_library.files.text(citation.hit.document_id)
     for span in citation.spans:
         assert citation.hit.start <= span.start < span.end <= citation.hit.end
         assert document[span.start : span.end] == span.text
@@ -142,13 +141,13 @@ def test_a_long_passage_is_sent_as_its_sentences_around_the_question(
     done = done_of(events)
     assert done.mode == "generated" and done.citations
     # Off: every passage goes whole.
-    qa_library.settings = replace(qa_library.settings, source_excerpts=False)
+    qa_library.settings_store.update(source_excerpts=False)
     try:
         run(qa_library, question, client=client)
         whole = sources_in(fake_ollama.last_chat.messages)
         assert [" ".join(b.split()) for b in whole] == [" ".join(h.text.split()) for h in hits]
     finally:
-        qa_library.settings = replace(qa_library.settings, source_excerpts=True)
+        qa_library.settings_store.update(source_excerpts=True)
 
 
 def test_turns_are_stored_with_sources_and_citations(
@@ -303,7 +302,7 @@ def test_server_down_falls_back_to_extracted_sentences(
     span = done.citations[0].spans[0]
     assert (
         "Rollo" in span.text
-        and qa_library.document_text(done.citations[0].hit.document_id)[span.start : span.end]
+        and qa_library.files.text(done.citations[0].hit.document_id)[span.start : span.end]
         == span.text
     )
 
@@ -312,11 +311,11 @@ def test_default_client_comes_from_the_settings(
     qa_library: Library, fake_ollama: FakeOllama
 ) -> None:
     original = qa_library.settings
-    qa_library.settings = original.with_changes(llm_url=fake_ollama.localhost_url)
+    qa_library.settings_store.replace(original.with_changes(llm_url=fake_ollama.localhost_url))
     try:
         done = done_of(run(qa_library, "Who was the leader of the Norse raiders?"))
     finally:
-        qa_library.settings = original
+        qa_library.settings_store.replace(original)
     assert done.mode == "generated" and fake_ollama.requests_to("/api/chat")
 
 

@@ -9,17 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from core.citation_marks import answer_sentences, parse_citations, remove_unknown
 from core.embedding.models import Embedder, load_embedder
 from core.errors import ContextTooSmallError
 from core.generation.citations import (
     REFUSAL,
     SpanFinder,
-    answer_sentences,
     find_spans,
     identifiers,
     is_claim,
-    parse_citations,
-    remove_unknown,
     verify_answer,
 )
 from core.generation.prompt import (

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from core.citation_marks import parse_citations
 from core.config import Settings
-from core.generation.citations import REFUSAL, parse_citations
+from core.generation.citations import REFUSAL
 from core.generation.qa import DoneEvent, ask
 from core.ingest import ocr
 from core.library import Library
@@ -220,7 +221,7 @@ def check_citations(library: Library, done: DoneEvent) -> None:
     assert done.mode == "extractive" and done.citations
     for citation in done.citations:
         assert citation.hit == done.sources[citation.n - 1]
-        text = library.document_text(citation.hit.document_id)
+        text = library.files.text(citation.hit.document_id)
         for span in citation.spans:
             assert text[span.start : span.end] == span.text
     cited = {n for ref in parse_citations(done.answer) for n in ref.numbers}
@@ -284,7 +285,7 @@ def test_a_mail_header_field_is_an_answer(answers: Library) -> None:
 
 
 def test_a_slide_is_answered_whole(answers: Library) -> None:
-    if not any(Path(d.path).name == "survey.pptx" for d in answers.documents()):
+    if not any(Path(d.path).name == "survey.pptx" for d in answers.files.documents()):
         pytest.skip("python-pptx is not installed")
     done = answer(answers, "Where did the gulls nest?")
     assert "417 gulls" in done.answer and "northern pier" in done.answer, done.answer

@@ -18,7 +18,7 @@ from core.errors import (
     ModelNotFoundError,
     StreamInterruptedError,
 )
-from core.generation.llm import (
+from core.llm import (
     ChatDelta,
     OllamaClient,
     OpenAICompatClient,

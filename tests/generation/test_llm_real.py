@@ -19,7 +19,6 @@ import pytest
 from bench.llm_server import LLMServer
 from core.config import Settings
 from core.embedding.models import load_embedder
-from core.generation.llm import OpenAICompatClient, make_client
 from core.generation.qa import (
     MODEL_UNCHECKED,
     DoneEvent,
@@ -30,6 +29,7 @@ from core.generation.qa import (
     ask,
 )
 from core.library import Library
+from core.llm import OpenAICompatClient, make_client
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.llm

@@ -15,7 +15,7 @@ import pytest
 from core.config import Settings, load_settings
 from core.errors import ConfigError, DatasetError
 from core.evaluation.answers import evaluate_answers, load_questions
-from core.generation.llm import OllamaClient
+from core.generation.llm_order import rerank_messages
 from core.generation.prompt import (
     NEWEST_RULE,
     SYSTEM_MESSAGE,
@@ -25,8 +25,8 @@ from core.generation.prompt import (
 )
 from core.generation.qa import DoneEvent, ask
 from core.library import Library
+from core.llm import OllamaClient
 from core.records import Hit
-from core.retrieval.llm_order import rerank_messages
 from tests.fake_ollama import FakeOllama, Messages, quote_first_source
 from tests.helpers import text_hit
 
@@ -85,16 +85,23 @@ def test_the_rerank_instructions_are_the_same_for_every_request() -> None:
     [
         ("source_order", "middle", '"relevance" or "edges"'),
         ("followup_rewrite", "always", '"model" or "keywords"'),
-        ("prefer_newest", "yes", "true or false"),
     ],
 )
-def test_a_wrong_choice_in_settings_names_the_choices(
+def test_a_wrong_choice_in_settings_is_replaced_naming_the_choices(
     tmp_path: Path, setting: str, value: str, expected: str
 ) -> None:
     (tmp_path / "settings.json").write_text(json.dumps({setting: value}), encoding="utf-8")
+    settings = load_settings(tmp_path)
+    assert getattr(settings, setting) == getattr(Settings(home=tmp_path), setting)
+    [replaced] = settings.replaced
+    assert replaced.name == setting and expected in replaced.message
+
+
+def test_a_wrong_kind_of_value_in_settings_names_what_it_takes(tmp_path: Path) -> None:
+    (tmp_path / "settings.json").write_text(json.dumps({"prefer_newest": "yes"}), encoding="utf-8")
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path)
-    assert setting in caught.value.message and expected in caught.value.message
+    assert "prefer_newest" in caught.value.message and "true or false" in caught.value.message
 
 
 def test_a_temperature_out_of_range_is_replaced_and_said(tmp_path: Path) -> None:
@@ -140,8 +147,10 @@ def test_the_settings_reach_the_prompt_the_server_reads(
     original = dated_library.settings
     client = OllamaClient(fake_ollama.url)
     try:
-        dated_library.settings = original.with_changes(
-            source_order="edges", source_dates=False, prefer_newest=True, answer_temperature=0.0
+        dated_library.settings_store.replace(
+            original.with_changes(
+                source_order="edges", source_dates=False, prefer_newest=True, answer_temperature=0.0
+            )
         )
         _done(list(ask(dated_library, "What is the yearly membership fee?", client=client)))
         chat = fake_ollama.last_chat
@@ -151,18 +160,18 @@ def test_the_settings_reach_the_prompt_the_server_reads(
         assert len(placed) == 3 and placed == [i + 1 for i in layout(3, "edges")] == [1, 3, 2]
         assert chat.options["temperature"] == 0.0
 
-        dated_library.settings = original.with_changes(answer_max_tokens=100)
+        dated_library.settings_store.replace(original.with_changes(answer_max_tokens=100))
         _done(list(ask(dated_library, "What is the yearly membership fee?", client=client)))
         assert fake_ollama.last_chat.options["num_predict"] == 100
 
-        dated_library.settings = original
+        dated_library.settings_store.replace(original)
         _done(list(ask(dated_library, "What is the yearly membership fee?", client=client)))
         chat = fake_ollama.last_chat
         assert "date=2024-06-11" in chat.messages[1]["content"]
         assert NEWEST_RULE not in chat.messages[0]["content"]
         assert chat.options["temperature"] == original.answer_temperature
     finally:
-        dated_library.settings = original
+        dated_library.settings_store.replace(original)
 
 
 def test_keywords_rewrite_never_asks_the_model_to_rewrite(
@@ -178,7 +187,7 @@ def test_keywords_rewrite_never_asks_the_model_to_rewrite(
     original = dated_library.settings
     try:
         for rewrite, asked_to_rewrite in (("keywords", 0), ("model", 1)):
-            dated_library.settings = original.with_changes(followup_rewrite=rewrite)
+            dated_library.settings_store.replace(original.with_changes(followup_rewrite=rewrite))
             before = len(fake_ollama.requests_to("/api/chat"))
             first = _done(
                 list(ask(dated_library, "What does the cleaning rota say?", client=client))
@@ -201,7 +210,7 @@ def test_keywords_rewrite_never_asks_the_model_to_rewrite(
             else:
                 assert follow.question == "Who cleans the kitchen on Mondays according to the rota?"
     finally:
-        dated_library.settings = original
+        dated_library.settings_store.replace(original)
 
 
 # --- follow-ups in the answer eval ----------------------------------------------------------

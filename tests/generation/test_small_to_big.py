@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from core.citation_marks import strip_citations
 from core.config import Settings
-from core.generation.citations import SpanFinder, strip_citations, to_spans, verify_answer
-from core.generation.llm import OllamaClient, OpenAICompatClient
+from core.generation.citations import SpanFinder, to_spans, verify_answer
 from core.generation.prompt import fit_prompt
 from core.generation.qa import MODEL_UNCHECKED, DoneEvent, SourcesEvent, ask
 from core.generation.widen import prompt_room, widen, widen_for_prompt
 from core.library import Library
+from core.llm import OllamaClient, OpenAICompatClient
 from core.records import Hit
 from core.store.lookup import chunk_neighbours
 from tests.fake_ollama import FakeOllama, Messages, sources_in
@@ -83,7 +84,7 @@ def harbour(library: Library, tmp_path: Path) -> Library:
 
 def test_a_hit_widens_to_its_neighbour_with_document_offsets(harbour: Library) -> None:
     hit = found(harbour)
-    document = harbour.document_text(hit.document_id)
+    document = harbour.files.text(hit.document_id)
     [wide] = widen(harbour.db, [hit], room=10_000)
     assert wide.chunk_id == hit.chunk_id and wide.document_id == hit.document_id
     assert wide.start <= hit.start and wide.end > hit.end
@@ -120,7 +121,7 @@ def test_a_chunk_that_is_a_source_of_its_own_is_not_read_twice(harbour: Library)
         for p in chunk_neighbours(harbour.db, [hit.chunk_id], 1)[hit.chunk_id]
         if p.chunk_id != hit.chunk_id
     ]
-    document = harbour.document_text(hit.document_id)
+    document = harbour.files.text(hit.document_id)
     other = replace(
         hit,
         chunk_id=neighbour.chunk_id,
@@ -191,7 +192,7 @@ def _quote_the_name(messages: Messages) -> str:
 def test_ask_sends_the_widened_passage_and_cites_the_exact_sentence(
     harbour: Library, fake_ollama: FakeOllama, small_to_big: bool
 ) -> None:
-    harbour.settings = replace(harbour.settings, small_to_big=small_to_big)
+    harbour.settings_store.update(small_to_big=small_to_big)
     fake_ollama.answer = _quote_the_name
     events = list(ask(harbour, QUESTION, client=OllamaClient(fake_ollama.url), store=False, k=1))
     done = events[-1]
@@ -202,7 +203,7 @@ def test_ask_sends_the_widened_passage_and_cites_the_exact_sentence(
         assert done.mode == "declined"
         return
     source = [e for e in events if isinstance(e, SourcesEvent)][-1].hits[0]
-    document = harbour.document_text(source.document_id)
+    document = harbour.files.text(source.document_id)
     assert source.text == document[source.start : source.end]
     [citation] = done.citations
     assert citation.hit == source and citation.spans
@@ -240,7 +241,7 @@ def test_a_real_model_reads_both_halves_and_its_citations_are_document_spans(
     assert isinstance(done, DoneEvent), done
     print(json.dumps({"answer": done.answer, "timings": done.timings}))
     source = [e for e in events if isinstance(e, SourcesEvent)][-1].hits[0]
-    document = real_library.document_text(source.document_id)
+    document = real_library.files.text(source.document_id)
     # Both halves went into the prompt, as one passage of the document.
     assert "Harwick lighthouse keeper in 1887" in source.text and NAME in source.text
     assert source.text == document[source.start : source.end]
@@ -260,7 +261,7 @@ def test_a_real_model_reads_both_halves_and_its_citations_are_document_spans(
             [source],
             real_library.embedder,
             finder=SpanFinder(
-                real_library.embedder, text_of=lambda h: real_library.document_text(h.document_id)
+                real_library.embedder, text_of=lambda h: real_library.files.text(h.document_id)
             ),
         ).citations
     assert citations, done.answer

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
-from core.generation.llm import OllamaClient
 from core.generation.qa import DoneEvent, ErrorEvent, SourcesEvent, TokenEvent, ask
 from core.library import Library
+from core.llm import OllamaClient
 from core.store.backup import RecordBackup
 from tests.conftest import REPO, SAMPLE_DOCS
 from tests.fake_ollama import FakeOllama

@@ -27,11 +27,11 @@ import pytest
 
 from core.config import Settings
 from core.generation.qa import DoneEvent, ask
-from core.generation.redaction import REMOVED_SENTENCE
 from core.library import Library
 from core.records import Citation, Hit, IndexProgress, IndexReport, Span
 from core.store.conversations import ConversationStore
 from core.store.db import Database
+from core.store.redaction import REMOVED_SENTENCE
 from tests.conftest import SAMPLE_DOCS
 
 STIPEND = (
@@ -99,7 +99,7 @@ def test_removing_a_folder_blanks_the_answer_sentences_quoting_it_and_search_no_
     assert done.mode == "extractive" and "312 guilders" in done.answer
     cid = done.conversation_id
     assert cid is not None
-    assert [m.conversation.id for m in library.search_conversations("guilders")] == [cid]
+    assert [m.conversation.id for m in library.conversations.search("guilders")] == [cid]
     assert "312 guilders" in backup_text(lectern_home)
 
     library.remove_folder(coast)
@@ -114,10 +114,10 @@ def test_removing_a_folder_blanks_the_answer_sentences_quoting_it_and_search_no_
     assert gone and all(s["removed"] and not s["text"] for s in gone)
     kept = [s for s in turn.sources if not s["document"].startswith(str(coast))]
     assert kept and all(s["text"] and not s.get("removed") for s in kept)
-    assert library.search_conversations("guilders") == []
-    assert library.search_conversations("stipend lunar quarter")  # the question still matches
+    assert library.conversations.search("guilders") == []
+    assert library.conversations.search("stipend lunar quarter")  # the question still matches
     assert "guilders" not in backup_text(lectern_home)
-    assert "guilders" not in library.export_conversation(cid)
+    assert "guilders" not in library.conversations.export(cid)
 
 
 def test_a_written_answer_loses_the_sentences_citing_or_quoting_a_removed_file(
@@ -171,7 +171,7 @@ def test_a_written_answer_loses_the_sentences_citing_or_quoting_a_removed_file(
 def test_files_removed_and_back_one_after_another_restore_each_its_own_sentences() -> None:
     """Two files removed at different times, then back in the other order: each gives
     back its own passage and sentences, wherever the other's placeholder moved them."""
-    from core.generation.redaction import blank_turn, restore_turn
+    from core.store.redaction import blank_turn, restore_turn
 
     texts = {
         "/d/a.txt": "Otters hold hands while they sleep in the kelp beds of the bay.",
@@ -310,10 +310,10 @@ def test_a_deleted_file_that_comes_back_gets_its_citations_back_after_a_restart_
         assert [s["text"] for s in back.sources] == [s["text"] for s in before.sources]
         assert not any(s.get("removed") for s in back.sources)
         assert [c["quote"] for c in back.citations] == [c["quote"] for c in before.citations]
-        new_id = next(d.id for d in lib.documents() if d.path == str(note))
+        new_id = next(d.id for d in lib.files.documents() if d.path == str(note))
         restored = [s for s in back.sources if s["document"] == str(note)]
         assert restored and all(s["document_id"] == new_id for s in restored)
-        assert [m.conversation.id for m in lib.search_conversations("guilders")] == [cid]
+        assert [m.conversation.id for m in lib.conversations.search("guilders")] == [cid]
 
         # Deleted again while Lectern is closed, restored before it opens again.
         note.unlink()
@@ -416,7 +416,7 @@ def test_lectern_files_escapes_control_and_bidi_characters(
 
 @pytest.fixture()
 def watched(library: Library) -> Iterator[Callable[..., Any]]:
-    from core.indexing.watch import FolderWatcher
+    from core.app.watch import FolderWatcher
 
     watchers: list[FolderWatcher] = []
 
@@ -436,8 +436,8 @@ def watched(library: Library) -> Iterator[Callable[..., Any]]:
 def test_files_deleted_or_renamed_during_a_long_run_leave_within_seconds(
     library: Library, tmp_path: Path, watched: Callable[..., Any]
 ) -> None:
+    from core.app.watch import WATCHING
     from core.indexing.indexer import Controls
-    from core.indexing.watch import WATCHING
     from tests.indexing.test_index_and_search import assert_consistent
 
     notes = tmp_path / "notes"
@@ -474,9 +474,9 @@ def test_files_deleted_or_renamed_during_a_long_run_leave_within_seconds(
             lambda: any(s.folder == str(big) and s.state == WATCHING for s in watcher.statuses()),
             what="the new folder to be watched",
         )
-        written = sorted(d.path for d in library.documents() if d.path.startswith(str(big)))
+        written = sorted(d.path for d in library.files.documents() if d.path.startswith(str(big)))
         assert written
-        listed = {e.path for e in library.file_list()}
+        listed = {e.path for e in library.files.file_list()}
         assert str(notes / "aardvark.txt") in listed
 
         (notes / "aardvark.txt").unlink()
@@ -485,7 +485,7 @@ def test_files_deleted_or_renamed_during_a_long_run_leave_within_seconds(
         (big / "report-29.txt").unlink()  # not read yet
 
         def left() -> bool:
-            paths = {e.path for e in library.file_list()}
+            paths = {e.path for e in library.files.file_list()}
             return not paths & {str(notes / "aardvark.txt"), str(notes / "heron.md"), written[0]}
 
         wait_until(left, timeout=60, what="the deleted files to leave the list")
@@ -498,7 +498,7 @@ def test_files_deleted_or_renamed_during_a_long_run_leave_within_seconds(
     assert result
     assert watcher.wait_idle(120)
     wait_until(lambda: watcher.wait_idle(0.5), what="the watcher to settle")
-    paths = {d.path: d.state.value for d in library.documents()}
+    paths = {d.path: d.state.value for d in library.files.documents()}
     assert str(big / "report-29.txt") not in paths  # deleted before it was read: not "failed"
     assert written[0] not in paths
     assert paths.get(str(notes / "grey-heron.md")) == "indexed"
@@ -543,7 +543,7 @@ def test_a_restored_file_gets_its_citation_back_and_open_agrees_with_the_message
     evidence = window.evidence
 
     note.unlink()
-    window.backend.rescan()
+    window.backend.indexing.rescan()
     qtbot.waitUntil(
         lambda: all(s.removed for s in turn.turn.sources if s.path == str(note)), timeout=60_000
     )
@@ -558,11 +558,11 @@ def test_a_restored_file_gets_its_citation_back_and_open_agrees_with_the_message
     assert "no longer available" in evidence.message.text()
     assert not evidence.open_button.isEnabled()
 
-    window.backend.rescan()
+    window.backend.indexing.rescan()
     qtbot.waitUntil(
         lambda: any(
             s.path == str(note) and s.state.value == "indexed"
-            for s in window.backend.library.documents()
+            for s in window.backend.startup.library.files.documents()
         ),
         timeout=60_000,
     )
@@ -595,22 +595,22 @@ def test_the_status_bar_counts_every_file_that_could_not_be_read_after_retry_too
     (folder / "fine.txt").write_text("The ferry leaves at nine.\n", encoding="utf-8")
     window = open_window(url="")
     backend = window.backend
-    with qtbot.waitSignal(backend.index_finished, timeout=240_000):
+    with qtbot.waitSignal(backend.indexing.finished, timeout=240_000):
         drop(window, folder)
     # Read as the run ends: the notice goes after a few seconds.
     assert f"{broken} files could not be read" in window.notice_label.text()
     wait_indexed(qtbot, window, files=broken + 1)
-    snapshot = backend.snapshot
+    snapshot = backend.view.snapshot
     assert snapshot is not None and snapshot.folders[0].failed == broken
 
     failed = window.library._failed_in(str(folder))
     assert len(failed) == broken
-    with qtbot.waitSignal(backend.index_finished, timeout=120_000):
+    with qtbot.waitSignal(backend.indexing.finished, timeout=120_000):
         window.library.retry(failed)
     assert f"{broken} files could not be read" in window.notice_label.text(), (
         window.notice_label.text()
     )
-    qtbot.waitUntil(lambda: not backend._refreshing, timeout=20_000)
-    with qtbot.waitSignal(backend.library_changed, timeout=20_000):
-        backend.refresh_library()
-    assert backend.snapshot is not None and backend.snapshot.folders[0].failed == broken
+    qtbot.waitUntil(lambda: not backend.view._refreshing, timeout=20_000)
+    with qtbot.waitSignal(backend.view.snapshot_changed, timeout=20_000):
+        backend.view.refresh()
+    assert backend.view.snapshot is not None and backend.view.snapshot.folders[0].failed == broken

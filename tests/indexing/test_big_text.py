@@ -42,7 +42,7 @@ def test_a_200_mb_text_file_is_indexed_up_to_the_limit_with_the_notice(
     report = library.index([folder], progress=progress, controls=controls)
     elapsed = time.monotonic() - started
     assert report.failed == 0, report.failures
-    (entry,) = library.file_list()
+    (entry,) = library.files.file_list()
     assert entry.state.value == "indexed"
     assert entry.reason == limit_notice()
     assert entry.reason.startswith("only the first 4,000,000 characters of text are indexed")

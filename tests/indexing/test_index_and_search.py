@@ -56,7 +56,7 @@ def test_sample_folder_indexes_and_chunks_keep_offsets(
     library: Library, sample_folder: Path
 ) -> None:
     report = library.index([sample_folder])
-    docs = {Path(d.path).name: d for d in library.documents()}
+    docs = {Path(d.path).name: d for d in library.files.documents()}
     assert set(docs) == {p.name for p in sample_folder.iterdir()}
     assert all(d.state.value == "indexed" for d in docs.values()), [
         (d.path, d.reason) for d in docs.values()
@@ -67,7 +67,7 @@ def test_sample_folder_indexes_and_chunks_keep_offsets(
         "SELECT c.document_id, c.text, c.start_char, c.end_char, c.context FROM chunks c"
     ).fetchall()
     for doc_id, text, start, end, context in rows:
-        assert library.document_text(doc_id)[start:end] == text
+        assert library.files.text(doc_id)[start:end] == text
         # the model sees at most 256 word pieces, special tokens included
         assert library.embedder.count_tokens(f"{context}\n{text}") + 2 <= 256
     assert_consistent(library)
@@ -88,7 +88,7 @@ def test_hybrid_search_finds_exact_figures_and_paraphrases(
     )
     assert any("Mileage" in h.text for h in dense)
     for hit in hits:
-        assert library.document_text(hit.document_id)[hit.start : hit.end] == hit.text
+        assert library.files.text(hit.document_id)[hit.start : hit.end] == hit.text
 
 
 def test_filters_by_type_and_folder(library: Library, sample_folder: Path, tmp_path: Path) -> None:
@@ -156,7 +156,7 @@ def test_every_hostile_pdf_ends_indexed_failed_or_skipped(
     folder = tmp_path / "pdfs"
     shutil.copytree(shared_data / "pdfs", folder)
     report = library.index([folder])
-    docs = library.documents()
+    docs = library.files.documents()
     pdfs = [d for d in docs if d.path.endswith(".pdf")]
     assert len(pdfs) == 36
     for doc in docs:
@@ -265,12 +265,12 @@ def test_kill_9_mid_index_then_rerun_finishes_cleanly(
     proc.wait(timeout=30)
     assert killed_at is not None and killed_at < total, buffer[-500:]
     with Library(Settings(home=lectern_home), embedder=embedder) as lib:
-        before = {d.path for d in lib.documents(state="indexed")}
+        before = {d.path for d in lib.files.documents(state="indexed")}
         assert len(before) >= killed_at - 1  # committed per file
         assert_consistent(lib)
         report = lib.index()
         assert report.added == total - len(before)
-        assert len(lib.documents(state="indexed")) == total
+        assert len(lib.files.documents(state="indexed")) == total
         assert_consistent(lib)
         hits = lib.search("Normans conquest of England in 1066", k=3)
         assert hits and "Norman" in hits[0].text
@@ -324,7 +324,7 @@ def test_editing_one_section_reembeds_only_that_section(
 ) -> None:
     handbook = sample_folder / "on-call-handbook.md"
     library.index([sample_folder])
-    total = library.documents(folder=str(sample_folder), state="indexed")
+    total = library.files.documents(folder=str(sample_folder), state="indexed")
     chunks_before = next(d.chunks for d in total if d.path == str(handbook))
     assert chunks_before >= 4
     text = handbook.read_text()

@@ -191,7 +191,7 @@ class IndexMatchesDisk(RuleBasedStateMachine):
         with_text = {int(r[1]) for r in chunk_rows}
         assert with_text == ids, "a document without chunks"
         for name, (doc_id, _, _) in docs.items():
-            text = self.lib.document_text(doc_id)
+            text = self.lib.files.text(doc_id)
             assert self.words[name] in text, f"{name}: stored text is not the file's"
         embedded = {int(r[0]) for r in chunk_rows if r[2]}
         keys = {int(k) for k in self.lib.vectors._index.keys}

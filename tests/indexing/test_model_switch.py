@@ -159,7 +159,7 @@ def test_old_model_answers_until_the_new_one_has_every_passage(
         assert _made_by(library, embedder)
 
         gated.go.set()
-        assert library.wait_for_model_switch(timeout=WAIT_S)
+        assert library.models.wait(timeout=WAIT_S)
         status = library.status()
         assert status["embedding_model"] == MULTILINGUAL_MODEL_ID
         assert status["reembedding"] is None
@@ -213,7 +213,7 @@ def test_an_interrupted_switch_resumes_and_never_mixes(
 
     second = Gated(e5, allow=10**6)
     with Library(e5_settings, embedder=second) as library:
-        assert library.wait_for_model_switch(timeout=WAIT_S)
+        assert library.models.wait(timeout=WAIT_S)
         assert second.texts == chunks - 2  # resumed: what was stored is not embedded again
         assert library.status()["embedding_model"] == MULTILINGUAL_MODEL_ID
         assert _made_by(library, e5)
@@ -243,7 +243,7 @@ def test_files_changed_during_the_switch_end_up_in_the_new_model(
         assert library.switching_model
 
         gated.go.set()
-        assert library.wait_for_model_switch(timeout=WAIT_S)
+        assert library.models.wait(timeout=WAIT_S)
         assert _made_by(library, e5)  # the new file too, and no trace of the removed one
         assert _side_rows(library) == 0
         status = library.status()
@@ -279,7 +279,7 @@ def test_a_model_that_cannot_load_leaves_the_old_index_answering(
         expected = [h.chunk_id for h in library.search(QUERY)]
 
     with Library(replace(settings, embedding_model="some/other-model")) as library:
-        assert not library.wait_for_model_switch(timeout=WAIT_S)
+        assert not library.models.wait(timeout=WAIT_S)
         assert [h.chunk_id for h in library.search(QUERY)] == expected
         status = library.status()
         switching = status["reembedding"]
@@ -312,21 +312,21 @@ def test_the_app_shows_the_switch_where_it_shows_what_is_searchable(
         qtbot.waitUntil(lambda: backend.is_ready, timeout=60_000)
         panel = LibraryPanel(backend, theme)
         qtbot.addWidget(panel)
-        qtbot.waitUntil(lambda: backend.snapshot is not None, timeout=20_000)
-        assert backend.snapshot.switching == (
+        qtbot.waitUntil(lambda: backend.view.snapshot is not None, timeout=20_000)
+        assert backend.view.snapshot.switching == (
             f"Switching to {MULTILINGUAL_MODEL_ID}: 0 of {chunks} passages re-embedded; "
             f"search uses {DEFAULT_MODEL_ID} until then"
         )
-        panel.set_snapshot(backend.snapshot)
+        panel.set_snapshot(backend.view.snapshot)
         # In the window, the models by their names (desktop/viewmodels.py plain_words).
         assert "Switching to the multilingual model: 0 of" in panel.summary.text()
         assert "search uses the English model until then" in panel.summary.text()
         gated.go.set()
         # The backend follows it on its own until the switch, then says nothing more.
-        qtbot.waitUntil(lambda: backend.snapshot.switching == "", timeout=int(WAIT_S * 1000))
-        panel.set_snapshot(backend.snapshot)
+        qtbot.waitUntil(lambda: backend.view.snapshot.switching == "", timeout=int(WAIT_S * 1000))
+        panel.set_snapshot(backend.view.snapshot)
         assert "Switching" not in panel.summary.text()
-        assert backend.library.status()["embedding_model"] == MULTILINGUAL_MODEL_ID
+        assert backend.startup.library.status()["embedding_model"] == MULTILINGUAL_MODEL_ID
     finally:
         gated.go.set()
         backend.shutdown()
@@ -367,7 +367,7 @@ def test_pausing_indexing_pauses_the_switch_too(
     library = Library(replace(settings, embedding_model=MULTILINGUAL_MODEL_ID), embedder=gated)
     try:
         assert gated.held.wait(WAIT_S)
-        library.pause_model_switch(True)
+        library.models.pause(True)
         gated.go.set()  # the call in the model finishes; no further call may start
         deadline = threading.Event()
         for _ in range(50):
@@ -380,8 +380,8 @@ def test_pausing_indexing_pauses_the_switch_too(
         calls = gated.calls
         deadline.wait(1.5)
         assert gated.calls == calls and library.switching_model
-        library.pause_model_switch(False)
-        assert library.wait_for_model_switch(timeout=WAIT_S)
+        library.models.pause(False)
+        assert library.models.wait(timeout=WAIT_S)
         assert library.status()["embedding_model"] == MULTILINGUAL_MODEL_ID
     finally:
         gated.go.set()

@@ -1,4 +1,4 @@
-"""A format whose reader changed is read again once (core/ingest/formats.py ``version``):
+"""A format whose reader changed is read again once (core/formats.py ``version``):
 a library indexed by an older reader would otherwise keep what it made (issue 46: PDFs
 indexed before spaced-letter headings were joined kept "R E SULTS")."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import Settings
-from core.ingest.formats import BY_KIND, reader_versions
+from core.formats import BY_KIND, reader_versions
 from core.library import READER_VERSIONS_KEY, Library
 
 

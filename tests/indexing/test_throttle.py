@@ -243,7 +243,7 @@ def test_idle_mode_holds_indexing_while_the_computer_is_busy_then_carries_on(
         time.sleep(1.5)  # several rechecks, all busy
         assert run.thread.is_alive()
         assert all(r.files_done == 0 and r.passages_embedded == 0 for r in run.reports)
-        assert library.documents() == []
+        assert library.files.documents() == []
         burners()
         carries_on(library.indexer.throttle, lambda: not run.thread.is_alive())
         assert run.result is not None and run.result.added == 5
@@ -304,10 +304,9 @@ def test_share_mode_rests_between_units_of_a_real_run(
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("index_when", "sometimes"),
-        ("index_when", 1),
         # (0 or 150 is out of range: replaced by the default with a warning, as every
-        # numeric setting; tests/cli/test_hostile_env.py.)
+        # numeric setting; tests/cli/test_hostile_env.py. So is an index_when that is not
+        # one of its words, as every such setting: tests/test_settings_store.py.)
         ("index_cpu_share", 12.5),
         ("index_cpu_share", "50"),
         ("index_cpu_share", True),

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import ParseLimitError
+from core.formats import FORMATS
 from core.ingest import ParserPool
-from core.ingest.formats import FORMATS
 from core.ingest.text import MAX_TEXT_CHARS, cap_document, decode_head, limit_notice
 from core.records import Block, BlockKind, PageSpan, ParsedDocument, WordBox
 from tests.ingest import test_formats as formats

@@ -1,4 +1,4 @@
-"""The format table (core/ingest/formats.py) and the format added through it alone.
+"""The format table (core/formats.py) and the format added through it alone.
 
 Org mode was added as one reader module (core/ingest/org.py) and one table row: here a
 real .org file is read, indexed with the real model and found under its heading, and every
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import DamagedFileError, UnsupportedFileError
+from core.formats import BY_KIND, FORMATS, family_name, readable_formats, reader_modules
 from core.ingest import ParserPool, detect_type, parse_file, registry
-from core.ingest.formats import BY_KIND, FORMATS, family_name, readable_formats, reader_modules
 from core.records import LOCATION_UNITS, SHEET_TYPES, BlockKind, DocState, location_label, type_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -152,7 +152,7 @@ def test_search_finds_the_org_passage_under_its_heading(library: object, tmp_pat
     )
     report = library.index([folder])  # type: ignore[attr-defined]
     assert report.failed == 0, report.failures
-    docs = {Path(d.path).name: d for d in library.documents()}  # type: ignore[attr-defined]
+    docs = {Path(d.path).name: d for d in library.files.documents()}  # type: ignore[attr-defined]
     garden = docs["garden.org"]
     assert garden.state is DocState.INDEXED and garden.type == "org"
     assert garden.title == "Garden journal 2024"
@@ -162,7 +162,7 @@ def test_search_finds_the_org_passage_under_its_heading(library: object, tmp_pat
     assert "fourteenth of August" in hit.text
     assert hit.heading_path == ("Vegetables", "Tomatoes")
     assert hit.location == ""  # no numbered places: the heading path says where
-    text = library.document_text(hit.document_id)  # type: ignore[attr-defined]
+    text = library.files.text(hit.document_id)  # type: ignore[attr-defined]
     assert text[hit.start : hit.end] == hit.text
     code = library.search("log_rain millimetres script", k=3, mode="bm25")[0]  # type: ignore[attr-defined]
     assert Path(code.path).name == "garden.org" and code.heading_path == ("Tools",)
@@ -193,13 +193,13 @@ def test_the_table_loads_no_reader() -> None:
     # The scanner asks every file whether it is supported; records and errors read the
     # table at import. None of that may load a reader (pypdf, lxml, python-docx…).
     code = (
-        "import sys, core.records, core.errors, core.ingest.formats;"
-        "print(sorted(m for m in sys.modules if m.startswith('core.ingest.')))"
+        "import sys, core.records, core.errors, core.formats;"
+        "print(sorted(m for m in sys.modules if m.startswith('core.ingest')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == "['core.ingest.formats']"
+    assert out.stdout.strip() == "[]"
 
 
 def test_the_registry_is_the_table(tmp_path: Path) -> None:
@@ -256,7 +256,7 @@ def test_the_bundle_carries_every_reader() -> None:
     wanted: list[ast.stmt] = []
     listed: list[str] = []
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module == "core.ingest.formats":
+        if isinstance(node, ast.ImportFrom) and node.module == "core.formats":
             wanted.append(node)
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "hiddenimports" for t in node.targets

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -392,7 +393,7 @@ def _file_of(case: Case) -> str:
 
 def test_every_sample_is_indexed_with_its_type_and_title(formats: tuple[object, Path]) -> None:
     library, _ = formats
-    docs = {Path(d.path).name: d for d in library.documents()}  # type: ignore[attr-defined]
+    docs = {Path(d.path).name: d for d in library.files.documents()}  # type: ignore[attr-defined]
     assert set(docs) == {_file_of(c) for c in CASES}
     for case in CASES:
         doc = docs[_file_of(case)]
@@ -416,10 +417,10 @@ def test_search_finds_the_passage_at_its_place(formats: tuple[object, Path], cas
     assert Path(hit.path).name == _file_of(case), [(Path(h.path).name, h.text[:60]) for h in hits]
     assert case.fact in hit.text
     # The passage's offsets index the stored text exactly.
-    text = library.document_text(hit.document_id)  # type: ignore[attr-defined]
+    text = library.files.text(hit.document_id)  # type: ignore[attr-defined]
     assert text[hit.start : hit.end] == hit.text
     fact_at = text.index(case.fact)
-    place = library.page_at(hit.document_id, fact_at)  # type: ignore[attr-defined]
+    place = library.files.page_at(hit.document_id, fact_at)  # type: ignore[attr-defined]
     assert location_label(hit.type, place, None, hit.heading_path) == case.location
     if case.location:
         # The hit's own label covers the place (a chunk of rows spans several).
@@ -443,7 +444,7 @@ def test_mail_context_and_attachment_sections(formats: tuple[object, Path]) -> N
     )
     mail = library.search("gate code for the depot car park", k=1)[0]  # type: ignore[attr-defined]
     assert mail.path == str(folder / "depot.eml")
-    text = library.document_text(mail.document_id)  # type: ignore[attr-defined]
+    text = library.files.text(mail.document_id)  # type: ignore[attr-defined]
     assert "Attachments: minutes.docx" in text and "paper lanterns" not in text
     sheet = library.search("snow tyres amount", k=1)[0]  # type: ignore[attr-defined]
     # Every chunk of a sheet carries its header row in its context.
@@ -473,13 +474,13 @@ def test_attachments_are_documents_that_follow_their_mail(library: object, tmp_p
     library.index([folder])  # type: ignore[attr-defined]
     minutes = str(eml / "minutes.docx")
     boathouse = str(folder / "club.mbox" / "message 2" / "minutes.docx")
-    paths = {d.path for d in library.documents()}  # type: ignore[attr-defined]
+    paths = {d.path for d in library.files.documents()}  # type: ignore[attr-defined]
     assert paths == {str(eml), minutes, str(folder / "club.mbox"), boathouse}
     assert original_file(boathouse) == str(folder / "club.mbox")  # what "Open original" opens
 
     # Nothing changed: an attachment is not mistaken for a file deleted from the folder.
     again = library.index()  # type: ignore[attr-defined]
-    assert again.removed == 0 and {d.path for d in library.documents()} == paths  # type: ignore[attr-defined]
+    assert again.removed == 0 and {d.path for d in library.files.documents()} == paths  # type: ignore[attr-defined]
 
     # The mail changes: its new attachment replaces the old one.
     message = EmailMessage()
@@ -493,7 +494,7 @@ def test_attachments_are_documents_that_follow_their_mail(library: object, tmp_p
     )
     eml.write_bytes(bytes(message))
     library.index()  # type: ignore[attr-defined]
-    paths = {d.path for d in library.documents()}  # type: ignore[attr-defined]
+    paths = {d.path for d in library.files.documents()}  # type: ignore[attr-defined]
     assert minutes not in paths and str(eml / "agenda.docx") in paths
     assert not [h for h in library.search("paper lanterns", mode="bm25") if h.path == minutes]  # type: ignore[attr-defined]
     assert library.search("picnic at the old mill", k=1)[0].path == str(eml / "agenda.docx")  # type: ignore[attr-defined]
@@ -501,7 +502,7 @@ def test_attachments_are_documents_that_follow_their_mail(library: object, tmp_p
     # The mail is deleted: its attachments go with it.
     eml.unlink()
     library.index()  # type: ignore[attr-defined]
-    paths = {d.path for d in library.documents()}  # type: ignore[attr-defined]
+    paths = {d.path for d in library.files.documents()}  # type: ignore[attr-defined]
     assert paths == {str(folder / "club.mbox"), boathouse}
 
     # A folder holding a mailbox is renamed, as the watcher reports it (old and new path).
@@ -512,7 +513,7 @@ def test_attachments_are_documents_that_follow_their_mail(library: object, tmp_p
     archive = folder / "archive"
     inbox.rename(archive)
     library.sync_files([str(inbox), str(archive)])  # type: ignore[attr-defined]
-    paths = {d.path for d in library.documents()}  # type: ignore[attr-defined]
+    paths = {d.path for d in library.files.documents()}  # type: ignore[attr-defined]
     moved = archive / "club.mbox"
     assert paths == {str(moved), str(moved / "message 2" / "minutes.docx")}
     assert library.search("boathouse repaints", k=1)[0].path == str(
@@ -546,25 +547,25 @@ def _inline_backend(library: object) -> object:
     against the real library (the panel's own code loads and highlights the text)."""
     from desktop.qt import QObject, Signal
 
-    class Inline(QObject):
-        library_changed = Signal(object)
+    class View(QObject):
+        snapshot_changed = Signal(object)
         documents_removed = Signal(object)
 
+    class Inline(QObject):
         def __init__(self) -> None:
             super().__init__()
-            self.library = library
+            self.view = View(self)
 
         def run(
             self,
-            fn: Callable[..., object],
+            op: Any,
             *,
-            name: str,
             on_result: Callable[[object], None],
             on_error: Callable[[BaseException], None],
             **_: object,
         ) -> None:
             try:
-                result = fn(self.library, None)
+                result = op.run(library).value
             except Exception as exc:
                 on_error(exc)
             else:

@@ -195,7 +195,7 @@ def test_a_scanned_pdf_is_indexed_after_the_digital_files_and_found_by_a_questio
     with Library(Settings(home=lectern_home), embedder=embedder) as library:  # type: ignore[arg-type]
         report = library.index([folder], progress=progress)
         assert report.added == 3 and report.failed == 1
-        by_name = {Path(d.path).name: d for d in library.documents()}
+        by_name = {Path(d.path).name: d for d in library.files.documents()}
         scanned = by_name["a-scanned-letter.pdf"]
         assert scanned.state is DocState.INDEXED and scanned.pages == 1 and scanned.chunks >= 1
         fax = by_name["b-fax.pdf"]
@@ -207,20 +207,20 @@ def test_a_scanned_pdf_is_indexed_after_the_digital_files_and_found_by_a_questio
 
         hits = library.search("Why can a non-text-searchable PDF not be rendered as plain text?")
         assert hits and hits[0].path.endswith("a-scanned-letter.pdf") and hits[0].page == 1
-        assert library.ocr_pages(scanned.id) == [1]
-        assert library.ocr_pages(by_name["security-policy.pdf"].id) == []
+        assert library.files.ocr_pages(scanned.id) == [1]
+        assert library.files.ocr_pages(by_name["security-policy.pdf"].id) == []
         status = library.folder_status()[0]
         assert status.ocr == 1 and status.indexed == 3 and status.failed == 1
         # The words of the hit, with their boxes, are there for the citation highlight.
-        words = library.ocr_words(scanned.id, hits[0].start, hits[0].end)
-        text = library.document_text(scanned.id)
+        words = library.files.ocr_words(scanned.id, hits[0].start, hits[0].end)
+        text = library.files.text(scanned.id)
         assert [text[w.start : w.end] for w in words] == text[hits[0].start : hits[0].end].split()
 
         # Removing the file removes its words.
         (folder / "a-scanned-letter.pdf").unlink()
         library.index()
         assert library.folder_status()[0].ocr == 0
-        assert library.ocr_words(scanned.id, 0, 10**9) == []
+        assert library.files.ocr_words(scanned.id, 0, 10**9) == []
 
 
 def test_with_ocr_off_a_scan_waits_until_it_is_turned_on(
@@ -236,19 +236,19 @@ def test_with_ocr_off_a_scan_waits_until_it_is_turned_on(
     off = Settings(home=lectern_home, ocr_enabled=False)
     with Library(off, embedder=embedder) as library:  # type: ignore[arg-type]
         library.index([folder])
-        by_name = {Path(d.path).name: d for d in library.documents()}
+        by_name = {Path(d.path).name: d for d in library.files.documents()}
         assert by_name["scan.pdf"].state is DocState.FAILED
         assert by_name["scan.pdf"].reason == "no text layer (scanned?)"
         mixed = by_name["policy-with-scan.pdf"]
         assert mixed.state is DocState.INDEXED  # its digital pages
-        assert library.ocr_pages(mixed.id) == []
+        assert library.files.ocr_pages(mixed.id) == []
         assert not library.parser.ocr_enabled
     with Library(replace(off, ocr_enabled=True), embedder=embedder) as library:  # type: ignore[arg-type]
         report = library.index()
         assert report.updated >= 1
-        by_name = {Path(d.path).name: d for d in library.documents()}
+        by_name = {Path(d.path).name: d for d in library.files.documents()}
         assert by_name["scan.pdf"].state is DocState.INDEXED
-        assert library.ocr_pages(by_name["scan.pdf"].id) == [1]
+        assert library.files.ocr_pages(by_name["scan.pdf"].id) == [1]
 
 
 # --- the desktop: highlight on the page image, "read by OCR" ---------------------------
@@ -272,15 +272,15 @@ def test_citation_on_a_scanned_page_lights_the_cited_words_of_the_image(
     settings = Settings(home=lectern_home)
     with Library(settings, embedder=embedder) as library:  # type: ignore[arg-type]
         library.index([folder])
-        doc = library.documents()[0]
-        text = library.document_text(doc.id)
+        doc = library.files.documents()[0]
+        text = library.files.text(doc.id)
         # The cited sentence: the second one on the page, which wraps over two lines.
         flat = " ".join(text.split())
         assert "Because it was created from an image" in flat
         start = text.index("Because")
         end = text.index("PDF reader.") + len("PDF reader.")
-        cited = library.ocr_words(doc.id, start, end)
-        everything = library.ocr_words(doc.id, 0, len(text))
+        cited = library.files.ocr_words(doc.id, start, end)
+        everything = library.files.ocr_words(doc.id, 0, len(text))
     assert [text[w.start : w.end] for w in cited][:3] == ["Because", "it", "was"]
     others = [w for w in everything if w not in cited]
 
@@ -336,9 +336,9 @@ def test_citation_on_a_scanned_page_lights_the_cited_words_of_the_image(
     # The library marks the folder's scanned file as read by OCR.
     library_panel = LibraryPanel(backend, theme)
     qtbot.addWidget(library_panel)  # type: ignore[attr-defined]
-    backend.snapshot = None
-    backend.refresh_library()
-    qtbot.waitUntil(lambda: backend.snapshot is not None, timeout=20_000)  # type: ignore[attr-defined]
-    library_panel.set_snapshot(backend.snapshot)
+    backend.view.snapshot = None
+    backend.view.refresh()
+    qtbot.waitUntil(lambda: backend.view.snapshot is not None, timeout=20_000)  # type: ignore[attr-defined]
+    library_panel.set_snapshot(backend.view.snapshot)
     assert "1 read by OCR" in library_panel._rows[str(folder)].counts.text()
     backend.shutdown()

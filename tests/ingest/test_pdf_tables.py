@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.chunking import PassageChunker
-from core.embedding.models import WordPieceCounter
+from core.embedding.models import MAX_SEQ_TOKENS, WordPieceCounter
 from core.generation.extractive import NEVER, extract_answer
 from core.ingest import pdf
 from core.records import BlockKind, Chunk, Hit, ParsedDocument
@@ -102,7 +102,9 @@ def test_a_split_table_starts_every_chunk_with_its_header(shared_data: Path) -> 
     doc = _parse(shared_data, "rainfall_distribution.pdf")
     table = max(_tables(doc), key=len)
     header = table.split("\n")[0]
-    chunks = PassageChunker(WordPieceCounter().count).chunk(doc, file_stem="rainfall")
+    chunks = PassageChunker(WordPieceCounter().count, max_tokens=MAX_SEQ_TOKENS).chunk(
+        doc, file_stem="rainfall"
+    )
     holding = [c for c in chunks if any(row in c.text for row in table.split("\n")[2:])]
     assert len(holding) >= 2  # too big for one passage
     for chunk in chunks:
@@ -117,7 +119,9 @@ def test_the_answer_about_a_row_quotes_it_with_its_column_names(
     shared_data: Path, embedder
 ) -> None:
     doc = _parse(shared_data, "rainfall_distribution.pdf")
-    chunks = PassageChunker(WordPieceCounter().count).chunk(doc, file_stem="rainfall")
+    chunks = PassageChunker(WordPieceCounter().count, max_tokens=MAX_SEQ_TOKENS).chunk(
+        doc, file_stem="rainfall"
+    )
     hits = [_hit(shared_data, doc, c, i) for i, c in enumerate(chunks)]
     answer = extract_answer("What was the actual rainfall in Assam?", hits, embedder)
     assert not answer.declined
@@ -131,7 +135,9 @@ def test_a_row_in_a_later_passage_of_a_split_table_is_quoted_with_its_column_nam
     from core.generation.citations import SpanFinder
 
     doc = _parse(shared_data, "rainfall_distribution.pdf")
-    chunks = PassageChunker(WordPieceCounter().count).chunk(doc, file_stem="rainfall")
+    chunks = PassageChunker(WordPieceCounter().count, max_tokens=MAX_SEQ_TOKENS).chunk(
+        doc, file_stem="rainfall"
+    )
     goa = next(c for c in chunks if "| GOA |" in c.text)
     assert goa.start > 0 and not goa.text.startswith("S NO")  # the header is not in its text
     hit = _hit(shared_data, doc, goa)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.chunking import PassageChunker
-from core.embedding.models import WordPieceCounter
+from core.embedding.models import MAX_SEQ_TOKENS, WordPieceCounter
 from core.ingest import pdf
 from core.records import BlockKind, ParsedDocument
 from tests.conftest import SAMPLE_DOCS, SHARED_DATA
@@ -93,7 +93,9 @@ def test_headings_from_type_size_give_nested_heading_paths(tmp_path: Path) -> No
     # The title (the largest type on page 1) is the title, not a heading.
     assert doc.title == "Annual Field Report"
     # Chunks carry the path in their context, as Markdown sections do.
-    chunks = PassageChunker(WordPieceCounter().count).chunk(doc, file_stem="report")
+    chunks = PassageChunker(WordPieceCounter().count, max_tokens=MAX_SEQ_TOKENS).chunk(
+        doc, file_stem="report"
+    )
     marsh = next(c for c in chunks if "boardwalk" in c.text)
     assert marsh.heading_path == ("1 Survey sites", "1.2 Southern marsh")
     assert marsh.context.startswith("Annual Field Report")

@@ -34,6 +34,8 @@ from tests.fake_ollama import FakeOllama
 from tests.helpers import cli, lectern_env
 
 pytestmark = pytest.mark.skipif(not ipc.supported(), reason="no AF_UNIX sockets here")
+# The start of a request in this version of the protocol.
+V = b'{"v": %d, ' % ipc.PROTOCOL
 
 BUSY = "Another Lectern process is using the library"
 HIT_KEYS = {
@@ -320,12 +322,12 @@ def test_garbage_gets_an_error_line_not_a_crash(watched: Writer) -> None:
         b"garbage\n",
         b"\xff\xfe\n",
         b"[1, 2]\n",
-        b'{"v": 1, "op": "drop tables"}\n',
+        V + b'"op": "drop tables"}\n',
         b'{"v": 99, "op": "status"}\n',
-        b'{"v": 1, "op": "search", "query": "hotel", "mode": "psychic"}\n',
-        b'{"v": 1, "op": "search", "query": "hotel", "k": 0}\n',
-        b'{"v": 1, "op": "search"}\n',
-        b'{"v": 1, "op": "ask", "question": 7}\n',
+        V + b'"op": "search", "query": "hotel", "mode": "psychic"}\n',
+        V + b'"op": "search", "query": "hotel", "k": 0}\n',
+        V + b'"op": "search"}\n',
+        V + b'"op": "ask", "question": 7}\n',
     ):
         replies = raw(path, payload)
         assert len(replies) == 1, (payload, replies)
@@ -335,9 +337,9 @@ def test_garbage_gets_an_error_line_not_a_crash(watched: Writer) -> None:
     # A client that hangs up mid-line, or says nothing, is dropped quietly.
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(str(path))
-        sock.sendall(b'{"v": 1, "op"')
+        sock.sendall(V + b'"op"')
     # The server still answers, and so does the command.
-    assert raw(path, b'{"v": 1, "op": "hello"}\n')[0]["result"]["pid"] == watched.proc.pid
+    assert raw(path, V + b'"op": "hello"}\n')[0]["result"]["pid"] == watched.proc.pid
     assert cli(watched.home, "status", "--json").returncode == 0
 
 

@@ -117,3 +117,104 @@ def test_qt_is_imported_through_one_module() -> None:
         and re.search(r"^\s*(from|import)\s+PySide6\b", path.read_text(encoding="utf-8"), re.M)
     ]
     assert not offenders, "import Qt from desktop.qt: " + ", ".join(offenders)
+
+
+# The pipeline's stages, lowest first. A module may import its own stage and any stage
+# below it, never one above: the house's arrows all run down. A new top-level module or
+# package of core/ must be given a stage here (the test says so).
+STAGES: tuple[tuple[str, ...], ...] = (
+    # Records, errors, the format table, text and the marks an answer cites with: read by
+    # every stage, importing none.
+    (
+        "core",
+        "core.text",
+        "core.private",
+        "core.offline",
+        "core.notices",
+        "core.formats",
+        "core.errors",
+        "core.records",
+        "core.citation_marks",
+    ),
+    # Reading files, cutting passages and talking to a model server need only the above
+    # (a server's client reads the settings through a protocol, core.llm.base).
+    ("core.ingest", "core.chunking", "core.llm"),
+    ("core.config", "core.settings_store", "core.store"),
+    ("core.embedding",),
+    ("core.retrieval",),
+    ("core.indexing",),
+    ("core.library",),
+    ("core.generation",),
+    ("core.evaluation",),
+    # The application layer: the typed operations every front end calls, and the services
+    # that run a library (watching its folders, its index jobs).
+    ("core.app",),
+    ("core.ipc",),
+    ("core.cli",),
+    ("core.__main__", "desktop"),
+)
+
+
+def _stage_of(module: str) -> int | None:
+    best: tuple[int, int] | None = None  # (length of the matched name, stage)
+    for number, names in enumerate(STAGES):
+        for name in names:
+            named = module == name or (name != "core" and module.startswith(name + "."))
+            if named and (best is None or len(name) > best[0]):
+                best = (len(name), number)
+    return None if best is None else best[1]
+
+
+def test_imports_run_down_the_stages() -> None:
+    paths = {_module_name(p): p for package in PACKAGES for p in _sources(package)}
+    known = set(paths)
+    unplaced = sorted(name for name in paths if _stage_of(name) is None)
+    assert not unplaced, "give these modules a stage in STAGES: " + ", ".join(unplaced)
+    upward = []
+    for name, path in sorted(paths.items()):
+        own = _stage_of(name)
+        assert own is not None
+        for target in sorted(_imports(path, known)):
+            stage = _stage_of(target)
+            if stage is not None and stage > own:
+                upward.append(f"{name} (stage {own}) imports {target} (stage {stage})")
+    assert not upward, "imports that run up the stages:\n" + "\n".join(upward)
+
+
+def _pass_through(method: ast.FunctionDef) -> str | None:
+    """The ``self.<service>.<method>`` that ``method`` merely hands its own arguments on
+    to, or None. A call that adds something of the library's own (another of its parts,
+    a value it works out) is wiring, not a pass-through."""
+    body = method.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    if len(body) != 1 or not isinstance(body[0], ast.Return | ast.Expr):
+        return None
+    call = body[0].value
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Attribute)
+        and isinstance(call.func.value.value, ast.Name)
+        and call.func.value.value.id == "self"
+    ):
+        return None
+    own = {a.arg for a in (*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs)}
+    handed = [*call.args, *(k.value for k in call.keywords)]
+    if all(isinstance(a, ast.Name) and a.id in own - {"self"} for a in handed):
+        return f"self.{call.func.value.attr}.{call.func.attr}"
+    return None
+
+
+def test_the_library_has_no_pass_through_methods() -> None:
+    """What a service of the library does is asked of the service (``library.files``,
+    ``library.collections``, ``library.conversations``): a method of ``Library`` that
+    only hands its arguments on to one of them is a second name for the same thing."""
+    tree = ast.parse((ROOT / "core" / "library.py").read_text(encoding="utf-8"))
+    (library,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Library"]
+    offenders = [
+        f"Library.{node.name} -> {target}"
+        for node in library.body
+        if isinstance(node, ast.FunctionDef) and (target := _pass_through(node)) is not None
+    ]
+    assert not offenders, "call the service instead:\n" + "\n".join(offenders)

@@ -24,14 +24,25 @@ import pytest
 import core.records as records
 from core.config import FOLLOWUP_REWRITES, INDEX_WHEN, SOURCE_ORDERS, Settings, load_settings
 from core.embedding.models import MODELS
+from core.errors import (
+    DiskFullError,
+    LecternError,
+    LLMTimeoutError,
+    ModelNotFoundError,
+    error_to_json,
+)
+from core.generation.events import Event
 from core.ingest.ocr import available_languages
+from core.ipc.wire import EVENT_TYPES, event_from_wire, event_to_wire, frame
 from core.records import DocState, Document, FolderStatus, record_from_json, record_to_json
 
 
 def same(a: object, b: object, where: str = "") -> None:
     """``a`` and ``b`` equal, and of the same type at every level."""
     assert type(a) is type(b), f"{where}: {type(a).__name__} against {type(b).__name__}"
-    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+    if isinstance(a, LecternError):  # exceptions compare by identity: compare their words
+        assert error_to_json(a) == error_to_json(b), where  # type: ignore[arg-type]
+    elif dataclasses.is_dataclass(a) and not isinstance(a, type):
         for f in dataclasses.fields(a):
             same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
     elif isinstance(a, dict):
@@ -70,6 +81,12 @@ def sample(kind: Any, variant: int = 0, depth: int = 0) -> Any:
         return members[variant % len(members)]
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return build(kind, variant, depth)
+    if kind is LecternError:  # each variant another class, one with its model
+        return [
+            ModelNotFoundError(f"not found ✓ {variant}", "pull it", model="llama3.2"),
+            LLMTimeoutError(f"silent ✓ {variant}"),
+            DiskFullError(f"full ✓ {variant}", "free some space"),
+        ][variant % 3]
     return {
         int: 7 + variant,
         float: 2.5 + variant,
@@ -129,6 +146,30 @@ def test_every_record_comes_back_the_same(cls: type) -> None:
     for variant in range(enum_count(cls)):
         record = build(cls, variant)
         same(round_trip(record), record, cls.__name__)
+
+
+EVENTS = sorted(EVENT_TYPES.values(), key=lambda cls: cls.__name__)
+
+
+def test_every_answer_event_travels_the_socket() -> None:
+    assert len(EVENTS) == len(typing.get_args(Event))  # each kind of event has its frame
+
+
+@pytest.mark.parametrize("cls", EVENTS, ids=lambda cls: cls.__name__)
+def test_every_answer_event_comes_back_the_same_over_the_socket(cls: type) -> None:
+    for variant in range(max(enum_count(cls), 3)):
+        event = build(cls, variant)
+        line = frame({"event": event_to_wire(event)})
+        back = event_from_wire(json.loads(line)["event"])
+        same(back, event, cls.__name__)
+
+
+@pytest.mark.parametrize("cls", RECORDS, ids=lambda cls: cls.__name__)
+def test_every_record_comes_back_the_same_over_the_socket(cls: type) -> None:
+    for variant in range(enum_count(cls)):
+        record = build(cls, variant)
+        line = frame({"result": record_to_json(record)})
+        same(record_from_json(cls, json.loads(line)["result"]), record, cls.__name__)
 
 
 def test_every_doc_state_comes_back_a_doc_state() -> None:
@@ -192,7 +233,7 @@ def test_settings_come_back_the_same(tmp_path: Path) -> None:
 
 
 def test_the_saved_library_view_comes_back_the_same(tmp_path: Path) -> None:
-    from desktop.backend import LibrarySnapshot, read_saved_snapshot, write_saved_snapshot
+    from desktop.library_view import LibrarySnapshot, read_saved_snapshot, write_saved_snapshot
 
     folder = "/home/alice/Papers"
     problems = tuple(

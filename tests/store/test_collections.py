@@ -58,7 +58,7 @@ def lib(
 
 
 def folder_of(lib: Library, name: str) -> str:
-    return next(f for f in lib.folders() if f.endswith(name))
+    return next(f for f in lib.files.folders() if f.endswith(name))
 
 
 def folder_of_path(sibling: str, name: str) -> str:
@@ -83,7 +83,7 @@ def test_search_in_a_collection_returns_only_passages_from_its_folders(lib: Libr
     everywhere = names([h.path for h in lib.search(BROAD, k=20)])
     assert everywhere & set(POLICIES) and everywhere & set(ENGINEERING)
 
-    lib.create_collection("Engineering", [folder_of(lib, "engineering")])
+    lib.collections.create("Engineering", [folder_of(lib, "engineering")])
     hits = lib.search(BROAD, k=20, scope=Scope(collections=("engineering",)))  # any case
     assert hits and names([h.path for h in hits]) <= set(ENGINEERING)
 
@@ -96,30 +96,30 @@ def test_search_in_a_collection_returns_only_passages_from_its_folders(lib: Libr
 
 def test_collections_are_created_renamed_changed_listed_and_deleted(lib: Library) -> None:
     eng, pol = folder_of(lib, "engineering"), folder_of(lib, "policies")
-    made = lib.create_collection(" Team   docs ", [eng])
+    made = lib.collections.create(" Team   docs ", [eng])
     assert made.name == "Team docs" and made.folders == (eng,)
     with pytest.raises(CollectionError) as taken:
-        lib.create_collection("team DOCS")
+        lib.collections.create("team DOCS")
     assert "already" in taken.value.message and taken.value.hint
     with pytest.raises(CollectionError) as outside:
-        lib.create_collection("Elsewhere", ["/nowhere/in/the/library"])
+        lib.collections.create("Elsewhere", ["/nowhere/in/the/library"])
     assert "not in the library" in outside.value.message
-    assert lib.add_to_collection("team docs", [pol]).folders == tuple(sorted([eng, pol]))
-    assert lib.remove_from_collection("Team docs", [eng]).folders == (pol,)
-    assert lib.rename_collection("Team docs", "Policies").name == "Policies"
-    assert [c.name for c in lib.collections()] == ["Policies"]
-    assert lib.status()["collections"] == [c.to_json() for c in lib.collections()]
-    lib.delete_collection("policies")
-    assert lib.collections() == []
-    assert set(lib.folders()) == {eng, pol}  # the folders stay in the library
+    assert lib.collections.add_folders("team docs", [pol]).folders == tuple(sorted([eng, pol]))
+    assert lib.collections.remove_folders("Team docs", [eng]).folders == (pol,)
+    assert lib.collections.rename("Team docs", "Policies").name == "Policies"
+    assert [c.name for c in lib.collections.all()] == ["Policies"]
+    assert lib.status()["collections"] == [c.to_json() for c in lib.collections.all()]
+    lib.collections.delete("policies")
+    assert lib.collections.all() == []
+    assert set(lib.files.folders()) == {eng, pol}  # the folders stay in the library
     with pytest.raises(CollectionNotFoundError):
-        lib.delete_collection("Policies")
+        lib.collections.delete("Policies")
 
 
 def test_an_answer_in_a_scope_cites_only_its_folders_and_the_scope_is_kept(
     lib: Library,
 ) -> None:
-    lib.create_collection("Policies", [folder_of(lib, "policies")])
+    lib.collections.create("Policies", [folder_of(lib, "policies")])
     unscoped = answer(lib, DEADLINES, store=False)
     assert isinstance(unscoped, DoneEvent)
     assert names([c.hit.path for c in unscoped.citations]) & set(ENGINEERING)
@@ -129,7 +129,7 @@ def test_an_answer_in_a_scope_cites_only_its_folders_and_the_scope_is_kept(
     assert done.sources and names([h.path for h in done.sources]) <= set(POLICIES)
     assert done.citations and names([c.hit.path for c in done.citations]) <= set(POLICIES)
     conversation = done.conversation_id
-    assert lib.conversation_scope(conversation) == Scope(collections=("Policies",))
+    assert lib.collections.scope(conversation) == Scope(collections=("Policies",))
 
     # A follow-up with no scope given keeps the conversation's.
     follow = answer(lib, "And how are on-call pages acknowledged?", conversation=conversation)
@@ -137,18 +137,18 @@ def test_an_answer_in_a_scope_cites_only_its_folders_and_the_scope_is_kept(
     assert follow.sources and names([h.path for h in follow.sources]) <= set(POLICIES)
 
     # A rename keeps the conversation's meaning; deleting the conversation drops its scope.
-    lib.rename_collection("Policies", "Pol")
-    assert lib.conversation_scope(conversation) == Scope(collections=("Pol",))
-    lib.delete_conversation(conversation)
-    assert lib.conversation_scope(conversation) == Scope()
+    lib.collections.rename("Policies", "Pol")
+    assert lib.collections.scope(conversation) == Scope(collections=("Pol",))
+    lib.conversations.delete(conversation)
+    assert lib.collections.scope(conversation) == Scope()
     assert lib.db.cursor().execute("SELECT count(*) FROM conversation_scopes").fetchone() == (0,)
 
 
 def test_a_deleted_collection_is_said_not_replaced_by_everything(lib: Library) -> None:
-    lib.create_collection("Engineering", [folder_of(lib, "engineering")])
+    lib.collections.create("Engineering", [folder_of(lib, "engineering")])
     done = answer(lib, "What do the error codes mean?", scope=Scope(("Engineering",)))
     assert isinstance(done, DoneEvent) and done.conversation_id is not None
-    lib.delete_collection("Engineering")
+    lib.collections.delete("Engineering")
 
     later = answer(lib, "Who approves travel?", conversation=done.conversation_id)
     assert isinstance(later, ErrorEvent)
@@ -160,8 +160,8 @@ def test_a_deleted_collection_is_said_not_replaced_by_everything(lib: Library) -
 
 def test_a_collection_whose_folder_left_the_library_contributes_nothing(lib: Library) -> None:
     eng, pol = folder_of(lib, "engineering"), folder_of(lib, "policies")
-    lib.create_collection("Engineering", [eng])
-    lib.create_collection("Mixed", [eng, pol])
+    lib.collections.create("Engineering", [eng])
+    lib.collections.create("Mixed", [eng, pol])
     lib.remove_folder(eng)
 
     assert lib.search(BROAD, k=20, scope=Scope(("Engineering",))) == []
@@ -235,7 +235,7 @@ def test_scopes_travel_to_the_running_lectern(lib: Library) -> None:
 
     if not ipc.supported():
         pytest.skip("no AF_UNIX sockets here")
-    lib.create_collection("Policies", [folder_of(lib, "policies")])
+    lib.collections.create("Policies", [folder_of(lib, "policies")])
     server = ipc.serve(lib)
     try:
         remote = ipc.connect(lib.settings.home)
@@ -260,7 +260,7 @@ def test_collections_come_back_in_a_library_rebuilt_after_damage(
     """Collections are named by a person, as folders are: the backup beside the database
     brings them back when a damaged database file is rebuilt."""
     pol = folder_of(lib, "policies")
-    lib.create_collection("Policies", [pol])
+    lib.collections.create("Policies", [pol])
     home = lib.settings.home
     lib.close()
     with open(home / "lectern.duckdb", "r+b") as handle:
@@ -268,6 +268,6 @@ def test_collections_come_back_in_a_library_rebuilt_after_damage(
     rebuilt = Library(Settings(home=home), embedder=embedder)  # type: ignore[arg-type]
     try:
         assert [n.kind for n in rebuilt.recovery_notices] == ["library_rebuilt"]
-        assert [(c.name, c.folders) for c in rebuilt.collections()] == [("Policies", (pol,))]
+        assert [(c.name, c.folders) for c in rebuilt.collections.all()] == [("Policies", (pol,))]
     finally:
         rebuilt.close()

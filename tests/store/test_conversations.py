@@ -18,21 +18,21 @@ from pathlib import Path
 
 import pytest
 
+from core.citation_marks import strip_citations
 from core.config import Settings
 from core.errors import ConversationNotFoundError, ExportError, InvalidTitleError
-from core.generation.citations import strip_citations
-from core.generation.export import (
+from core.generation.qa import DoneEvent, ask
+from core.library import Library
+from core.llm import OllamaClient
+from core.store.backup import RecordBackup
+from core.store.conversations import TITLE_MAX_CHARS, ConversationStore
+from core.store.db import Database
+from core.store.export import (
     conversation_markdown,
     export_file_name,
     plain_quote,
     write_export,
 )
-from core.generation.llm import OllamaClient
-from core.generation.qa import DoneEvent, ask
-from core.library import Library
-from core.store.backup import RecordBackup
-from core.store.conversations import TITLE_MAX_CHARS, ConversationStore
-from core.store.db import Database
 from tests.conftest import SAMPLE_DOCS
 from tests.fake_ollama import FakeOllama
 
@@ -105,7 +105,7 @@ def test_rename_is_trimmed_kept_and_survives_reopening(
 ) -> None:
     cid = ids[CARD]
     with Library(Settings(home=home), embedder=embedder) as lib:  # type: ignore[arg-type]
-        renamed = lib.rename_conversation(cid, "  Card\n limits\t ")
+        renamed = lib.conversations.rename(cid, "  Card\n limits\t ")
         assert renamed.title == "Card limits" and renamed.turn_count == 1
         assert lib.conversations.get(cid).title == "Card limits"  # type: ignore[union-attr]
         # The other conversations keep their titles.
@@ -121,20 +121,20 @@ def test_blank_long_and_unknown_titles(lib: Library, ids: dict[str, int]) -> Non
     cid = ids[CARD]
     for blank in ("", "   ", "\n\t", "\x00\x07"):
         with pytest.raises(InvalidTitleError) as caught:
-            lib.rename_conversation(cid, blank)
+            lib.conversations.rename(cid, blank)
         assert caught.value.message and caught.value.hint
     assert lib.conversations.get(cid).title == CARD  # type: ignore[union-attr]
-    long = lib.rename_conversation(cid, "word " * 100)
+    long = lib.conversations.rename(cid, "word " * 100)
     assert len(long.title) == TITLE_MAX_CHARS and long.title.endswith("…")
     with pytest.raises(ConversationNotFoundError):
-        lib.rename_conversation(987654, "Anything")
+        lib.conversations.rename(987654, "Anything")
 
 
 def test_rename_comes_back_after_the_database_file_is_damaged(
     home: Path, ids: dict[str, int], embedder: object
 ) -> None:
     with Library(Settings(home=home), embedder=embedder) as lib:  # type: ignore[arg-type]
-        lib.rename_conversation(ids[LAPTOP], "Lost laptops")
+        lib.conversations.rename(ids[LAPTOP], "Lost laptops")
     with open(home / "lectern.duckdb", "r+b") as handle:
         handle.write(b"\0" * 4096)
     with Library(Settings(home=home), embedder=embedder) as lib:  # type: ignore[arg-type]
@@ -198,32 +198,32 @@ def test_search_finds_titles_questions_and_answers_ignoring_case(
     ]
     assert answer_words, card.answer
     word = answer_words[0]
-    found = lib.search_conversations(word.upper())
+    found = lib.conversations.search(word.upper())
     assert ids[CARD] in [m.conversation.id for m in found]
     match = next(m for m in found if m.conversation.id == ids[CARD])
     assert match.matched_in == "answer" and word.casefold() in match.snippet.casefold()
     assert match.turn_id == card.id
 
-    by_question = lib.search_conversations("STOLEN laptop")
+    by_question = lib.conversations.search("STOLEN laptop")
     assert [m.conversation.id for m in by_question] == [ids[LAPTOP]]
     assert by_question[0].matched_in in ("title", "question")
 
-    lib.rename_conversation(ids[RECEIPTS], "Paperwork for claims")
-    by_title = lib.search_conversations("paperwork")
+    lib.conversations.rename(ids[RECEIPTS], "Paperwork for claims")
+    by_title = lib.conversations.search("paperwork")
     assert [(m.conversation.id, m.matched_in) for m in by_title] == [(ids[RECEIPTS], "title")]
     # Every word must occur in the conversation; none here has both.
-    assert lib.search_conversations("laptop corporate") == []
-    assert lib.search_conversations("   ") == []
+    assert lib.conversations.search("laptop corporate") == []
+    assert lib.conversations.search("   ") == []
 
 
 def test_search_takes_percent_and_underscore_literally(lib: Library, ids: dict[str, int]) -> None:
-    assert lib.search_conversations("%") == []
-    assert lib.search_conversations("_") == []
-    assert lib.search_conversations("l_ptop") == []
-    lib.rename_conversation(ids[CARD], "Card: 100% of the_limit")
-    assert [m.conversation.id for m in lib.search_conversations("100%")] == [ids[CARD]]
-    assert [m.conversation.id for m in lib.search_conversations("the_limit")] == [ids[CARD]]
-    assert lib.search_conversations("thexlimit") == []
+    assert lib.conversations.search("%") == []
+    assert lib.conversations.search("_") == []
+    assert lib.conversations.search("l_ptop") == []
+    lib.conversations.rename(ids[CARD], "Card: 100% of the_limit")
+    assert [m.conversation.id for m in lib.conversations.search("100%")] == [ids[CARD]]
+    assert [m.conversation.id for m in lib.conversations.search("the_limit")] == [ids[CARD]]
+    assert lib.conversations.search("thexlimit") == []
 
 
 # --- export -----------------------------------------------------------------------------
@@ -251,7 +251,7 @@ def test_export_holds_questions_answers_and_the_cited_passages(
     cid = ids[LAPTOP]
     done = done_of(lib, "And a lost phone?", conversation=cid, use_llm=False)
     assert done.conversation_id == cid
-    text = lib.export_conversation(cid, tmp_path / "out.md")
+    text = lib.conversations.export(cid, tmp_path / "out.md")
     assert (tmp_path / "out.md").read_text(encoding="utf-8") == text
     assert text.startswith(f"# {LAPTOP}\n")
     turns = lib.conversations.turns(cid)
@@ -272,8 +272,8 @@ def test_export_holds_questions_answers_and_the_cited_passages(
             assert f"{PDF}**, page {page} (" in text
             assert f" · [open]({Path(path).as_uri()}#page={page})" in text
     # The quote is the documents' own words.
-    document = next(d for d in lib.documents() if d.path.endswith(PDF))
-    source_text = " ".join(lib.document_text(document.id).split())
+    document = next(d for d in lib.files.documents() if d.path.endswith(PDF))
+    source_text = " ".join(lib.files.text(document.id).split())
     for name, quote, _page in passages:
         if name == PDF:
             assert quote in source_text
@@ -284,7 +284,7 @@ def test_export_holds_questions_answers_and_the_cited_passages(
 def test_export_of_an_extractive_answer_and_of_notes(
     lib: Library, ids: dict[str, int], tmp_path: Path
 ) -> None:
-    text = lib.export_conversation(ids[RECEIPTS])
+    text = lib.conversations.export(ids[RECEIPTS])
     turn = lib.conversations.turns(ids[RECEIPTS])[0]
     assert turn.mode == "extractive"
     assert turn.question in text and turn.answer.strip() in text
@@ -307,7 +307,7 @@ def test_export_of_a_partial_answer_keeps_it_with_its_note(lib: Library, tmp_pat
         server.stop()
     assert done.conversation_id is not None
     assert any(w.kind == "incomplete" for w in done.warnings)
-    text = lib.export_conversation(done.conversation_id)
+    text = lib.conversations.export(done.conversation_id)
     assert done.answer.strip() in text
     assert "*Note: " in text and "incomplete" in text.lower()
 
@@ -318,9 +318,9 @@ def test_export_of_a_removed_file_says_the_passage_is_gone(
     turn = lib.conversations.turns(ids[CARD])[0]
     paths = {s["document"] for s in turn.sources}
     lib.conversations.forget_documents(paths)
-    text = lib.export_conversation(ids[CARD])
+    text = lib.conversations.export(ids[CARD])
     assert "its file was removed from the library" in text
-    # The answer's sentences quoting it went with it (core/generation/redaction.py); the rest stays.
+    # The answer's sentences quoting it went with it (core/store/redaction.py); the rest stays.
     stored = lib.conversations.turns(ids[CARD])[0]
     assert stored.answer.strip() in text and turn.question in text
     quoted = strip_citations(turn.answer).strip("… ")  # the fake model quotes its source [1]
@@ -335,7 +335,7 @@ def test_markdown_is_stable_for_a_given_time(lib: Library, ids: dict[str, int]) 
     assert first == conversation_markdown(conversation, turns, exported_at=when)
     assert "Exported from Lectern on 04 March 2025, 05:06 · 1 question*" in first
     with pytest.raises(ConversationNotFoundError):
-        lib.export_conversation(987654)
+        lib.conversations.export(987654)
 
 
 def test_export_file_names_are_safe() -> None:

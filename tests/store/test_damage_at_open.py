@@ -126,12 +126,12 @@ def test_main_file_cut_in_half_is_set_aside_and_restored_from_backup(
 
     library = _open(home, embedder)
     try:
-        assert library.folders() == [str(pristine[1])]  # from the backup
+        assert library.files.folders() == [str(pristine[1])]  # from the backup
         conversations = library.conversations.list()
         assert [c.title for c in conversations] == [QUESTION]
         library.sync()
         assert any("5,000" in h.text for h in library.search(PROBE, mode="bm25"))
-        assert len(library.documents(state="indexed")) == len(list(pristine[1].iterdir()))
+        assert len(library.files.documents(state="indexed")) == len(list(pristine[1].iterdir()))
     finally:
         library.close()
 
@@ -344,7 +344,7 @@ def test_read_only_folder_after_a_crash_reads_the_log_and_rebuilds_vectors_in_me
         library = _open(home, embedder)
         try:
             assert library.read_only
-            late = [d.path for d in library.documents(state="indexed")]
+            late = [d.path for d in library.files.documents(state="indexed")]
             assert any(p.endswith("late-note.txt") for p in late)
             dense = library.search("airport parking refund for several days", mode="dense")
             assert any("airport" in h.text for h in dense)

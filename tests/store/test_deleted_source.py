@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
-from core.generation.llm import OllamaClient
 from core.generation.qa import DoneEvent, ask
-from core.generation.redaction import REMOVED_SENTENCE
 from core.library import Library
+from core.llm import OllamaClient
+from core.store.redaction import REMOVED_SENTENCE
 from tests.conftest import SAMPLE_DOCS
 from tests.fake_ollama import Messages, sources_in
 from tests.helpers import cli

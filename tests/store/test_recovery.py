@@ -86,8 +86,8 @@ def assert_indexed_again(library: Library, folder: Path) -> None:
     library.sync()
     hits = library.search("corporate card monthly limit", mode="bm25")
     assert any("5,000" in h.text for h in hits)
-    assert library.documents(state="pending") == []
-    assert len(library.documents(state="indexed")) == len(list(folder.iterdir()))
+    assert library.files.documents(state="pending") == []
+    assert len(library.files.documents(state="indexed")) == len(list(folder.iterdir()))
     assert_consistent(library)
 
 
@@ -159,7 +159,7 @@ def test_damaged_main_file_is_kept_aside_and_rebuilt_with_conversations(
     assert "busy" not in notices[0].message and "another" not in notices[0].message.lower()
     kept = Path(notices[0].kept_at)
     assert kept.exists() and kept.name.startswith("lectern.duckdb.damaged-")
-    assert library.folders() == [str(sample_folder)]
+    assert library.files.folders() == [str(sample_folder)]
     assert_conversation_kept(library)
     assert_indexed_again(library, sample_folder)
 
@@ -363,8 +363,8 @@ def test_full_disk_stops_indexing_plainly_and_reading_keeps_working(
         filler.unlink()
         report = library.index([more])
         assert report.failed + report.skipped + report.added + report.unchanged >= 1
-        assert library.documents(state="pending") == []
-        assert len(library.documents(folder=str(more))) == len(list(more.iterdir()))
+        assert library.files.documents(state="pending") == []
+        assert len(library.files.documents(folder=str(more))) == len(list(more.iterdir()))
         assert_consistent(library)
         assert_conversation_kept(library)
     finally:
@@ -406,7 +406,7 @@ def test_lectern_watch_waits_for_room_on_a_full_disk_then_catches_up(
 ) -> None:
     """A full disk holds `lectern watch` (one sentence, not an error per file event) until
     there is room; then one reconcile indexes what changed meanwhile
-    (core/indexing/coordinator.py, the app's rule too)."""
+    (core/app/coordinator.py, the app's rule too)."""
     home = small_disk / "home"
     docs = tmp_path / "docs"
     docs.mkdir()

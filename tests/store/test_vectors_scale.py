@@ -249,7 +249,7 @@ def test_set_embeddings_stores_the_exact_vectors_and_skips_the_rest(
             "UPDATE chunks SET embedding = ? WHERE id = ?",
             [vectors[5].astype("<f4").tobytes(), int(ids[4])],
         )
-    stored = library.store.set_embeddings([int(i) for i in ids], corpus[100:170])
+    stored = library.files.set_embeddings([int(i) for i in ids], corpus[100:170])
     expected = [int(i) for n, i in enumerate(ids) if n not in (3, 4)]
     assert stored.tolist() == expected
     rows = dict(

@@ -80,6 +80,8 @@ class KeywordIndex:
         return self.upkeep.refresh(force_merge=force_merge, background=background)
 
     def wait_for_merge(self) -> None:
+        """Wait until a keyword index being rebuilt in the background (after an upgrade
+        of its format, or damage) is switched in."""
         self.upkeep.wait_for_merge()
 
     def close(self) -> None:

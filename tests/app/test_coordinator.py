@@ -1,4 +1,4 @@
-"""The index work shared by the app and ``lectern watch`` (core/indexing/coordinator.py):
+"""The index work shared by the app and ``lectern watch`` (core/app/coordinator.py):
 one job at a time, pause, cancel and resume, and a full disk that holds the queue and the
 watcher until there is room. Real Library, real model, real folder watcher; the host is
 a thread, as the app's engine thread is."""
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from core.app.coordinator import IndexingCoordinator, IndexJob, run_job
+from core.app.watch import FolderWatcher
 from core.errors import DiskFullError
-from core.indexing.coordinator import IndexingCoordinator, IndexJob, run_job
-from core.indexing.watch import FolderWatcher
 from core.records import IndexProgress, IndexReport
 from tests.helpers import write_files
 
@@ -91,7 +91,7 @@ def test_jobs_run_one_at_a_time_in_order(host: ThreadHost, tmp_path: Path, libra
     report = host.settle()
     assert isinstance(report, IndexReport) and report.added == 3
     assert not host.work.indexing
-    assert {Path(p).name for p in library.folders()} == {"first", "second"}
+    assert {Path(p).name for p in library.files.folders()} == {"first", "second"}
 
 
 def test_a_queued_full_pass_is_not_queued_twice(host: ThreadHost, tmp_path: Path) -> None:

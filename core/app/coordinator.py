@@ -100,7 +100,7 @@ def run_job(library: Library, job: IndexJob, report: Callable[[object, bool], No
 
 
 class Watcher(Protocol):
-    """The folder watcher, as far as pausing and cancelling go (core/indexing/watch.py)."""
+    """The folder watcher, as far as pausing and cancelling go (core/app/watch.py)."""
 
     def pause(self) -> None: ...
 
@@ -109,8 +109,16 @@ class Watcher(Protocol):
     def cancel_running(self) -> None: ...
 
 
+class _Pausable(Protocol):
+    def pause(self, paused: bool) -> None: ...
+
+
 class ModelSwitchPause(Protocol):
-    def pause_model_switch(self, paused: bool) -> None: ...
+    """A library, as far as holding the re-embedding of a change of model goes
+    (core/indexing/model_switch.py): it pauses and resumes with indexing."""
+
+    @property
+    def models(self) -> _Pausable: ...
 
 
 class IndexingCoordinator:
@@ -234,7 +242,7 @@ class IndexingCoordinator:
             self.watcher.pause()
         library = self._library()
         if library is not None:
-            library.pause_model_switch(True)
+            library.models.pause(True)
         self.paused = True
         self._on_paused(True)
 
@@ -250,7 +258,7 @@ class IndexingCoordinator:
             self.watcher.resume()
         library = self._library()
         if library is not None:
-            library.pause_model_switch(False)
+            library.models.pause(False)
         self.paused = False
         self._on_paused(False)
 

@@ -47,9 +47,10 @@ from watchdog.observers.polling import PollingObserverVFS
 
 from core.errors import LecternError
 from core.indexing.indexer import Controls, ProgressCallback
-from core.indexing.scan import is_ignored_in, normalize_folder
+from core.indexing.scan import is_ignored_in
 from core.indexing.threads import lower_thread_priority
 from core.records import IndexReport
+from core.store.paths import normalize_folder
 
 if TYPE_CHECKING:
     from core.library import Library
@@ -304,7 +305,7 @@ class FolderWatcher:
         self._polling.start()
         logging.getLogger("watchdog.observers.inotify_c").addHandler(self._overflow_hook)
         with self._watch_lock:
-            for folder in self.library.folders():
+            for folder in self.library.files.folders():
                 self._attach(folder)
         now = time.monotonic()
         with self._cond:
@@ -619,7 +620,7 @@ class FolderWatcher:
                     self._cond.wait(self.debounce_s)
                 continue
             try:
-                folders = [f for f in self.library.folders() if self.library.folder_online(f)]
+                folders = [f for f in self.library.files.folders() if self.library.folder_online(f)]
                 removed = self.library.indexer.remove_gone(folders, sorted(due))
             except LecternError as exc:
                 self._report_error(exc)
@@ -670,7 +671,7 @@ class FolderWatcher:
         report = self._run_indexer(
             lambda c: self.library.sync(folders, progress=self.progress, controls=c)
         )
-        self._record(tuple(folders or self.library.folders()), report, reconcile=True)
+        self._record(tuple(folders or self.library.files.folders()), report, reconcile=True)
 
     def _record(self, paths: tuple[str, ...], report: IndexReport, *, reconcile: bool) -> None:
         batch = AppliedBatch(paths, report, reconcile, time.time())
@@ -791,7 +792,7 @@ class FolderWatcher:
     def _check_folders(self) -> None:
         """Follow folders added or removed in the library, and folders going offline or
         coming back."""
-        current = self.library.folders()
+        current = self.library.files.folders()
         with self._watch_lock:
             gone = [f for f in self._watches if f not in current]
         for folder in gone:

@@ -18,8 +18,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from core.generation.llm import LLMClient, complete
 from core.generation.prompt import new_tag, source_block
+from core.llm import LLMClient, complete
 from core.records import Hit
 
 # Passages shown to the model: enough below top_k (6) to promote a buried one, few

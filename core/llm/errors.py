@@ -20,11 +20,11 @@ from core.errors import (
     ModelNotFoundError,
     StreamInterruptedError,
 )
-from core.generation.llm.records import int_or_none
-from core.generation.llm.stream import StreamTimeout
+from core.llm.records import int_or_none
+from core.llm.stream import StreamTimeout
 
 if TYPE_CHECKING:
-    from core.generation.llm.base import Backend
+    from core.llm.base import Backend
 
 log = logging.getLogger(__name__)
 

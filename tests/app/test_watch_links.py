@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from core.app.watch import FolderWatcher
 from core.indexing.scan import OUTSIDE_LINK
-from core.indexing.watch import FolderWatcher
 from core.library import Library
-from tests.indexing.test_watch import found, settle
+from tests.app.test_watch import found, settle
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def private(tmp_path: Path) -> Path:
 
 
 def _states(library: Library) -> dict[str, tuple[str, str]]:
-    return {Path(d.path).name: (d.state.value, d.reason) for d in library.documents()}
+    return {Path(d.path).name: (d.state.value, d.reason) for d in library.files.documents()}
 
 
 @pytest.mark.parametrize("force_polling", [False, True])

@@ -1,6 +1,6 @@
 """Every kind of model server Lectern can use, by the key ``llm_kind`` names it with.
 
-Adding a kind is its module (a :class:`~core.generation.llm.base.Backend` and a client)
+Adding a kind is its module (a :class:`~core.llm.base.Backend` and a client)
 and one row here; the settings' validation, the settings dialog, the errors' words and the
 app's guidance all read this table.
 """
@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from core.errors import ConfigError
-from core.generation.llm.base import Backend
-from core.generation.llm.ollama import OLLAMA
-from core.generation.llm.openai import OPENAI
+from core.llm.base import Backend
+from core.llm.ollama import OLLAMA
+from core.llm.openai import OPENAI
 
 # In the order the settings dialog offers them; the first is the default.
 BACKENDS: Mapping[str, Backend] = MappingProxyType(

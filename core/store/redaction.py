@@ -35,7 +35,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.generation.citations import answer_sentences, parse_citations
+from core.citation_marks import answer_sentences, parse_citations
 
 # Stands in the answer for a sentence that drew on a removed document. It ends a sentence
 # of its own, so a later removal never takes it for part of its neighbour.

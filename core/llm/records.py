@@ -75,7 +75,7 @@ class ChatDelta:
 
 
 class LLMClient(Protocol):
-    kind: str  # its backend's key (core/generation/llm/backends.py)
+    kind: str  # its backend's key (core/llm/backends.py)
     url: str  # the base URL as the user configured it (used in messages)
     sets_num_ctx: bool  # whether chat() can size the server's context window per request
 
@@ -125,7 +125,9 @@ def complete(
 
 
 def int_or_none(value: object) -> int | None:
+    if not isinstance(value, int | float | str | bytes):
+        return None
     try:
-        return int(value)  # type: ignore[call-overload]
+        return int(value)
     except (TypeError, ValueError):
         return None

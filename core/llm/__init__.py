@@ -20,14 +20,12 @@ servers painful are handled here, once:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from core.generation.llm.backends import BACKEND_KEYS, BACKENDS, backend_for
-from core.generation.llm.base import Backend
-from core.generation.llm.errors import partial_text
-from core.generation.llm.ollama import OLLAMA, OLLAMA_START_HINT, OllamaClient
-from core.generation.llm.openai import OPENAI, OPENAI_START_HINT, OpenAICompatClient
-from core.generation.llm.records import (
+from core.llm.backends import BACKEND_KEYS, BACKENDS, backend_for
+from core.llm.base import Backend, ServerSettings
+from core.llm.errors import partial_text
+from core.llm.ollama import OLLAMA, OLLAMA_START_HINT, OllamaClient
+from core.llm.openai import OPENAI, OPENAI_START_HINT, OpenAICompatClient
+from core.llm.records import (
     ChatDelta,
     LLMClient,
     Message,
@@ -35,10 +33,7 @@ from core.generation.llm.records import (
     PullProgress,
     complete,
 )
-from core.generation.llm.urls import normalise_url, resolve_url
-
-if TYPE_CHECKING:
-    from core.config import Settings
+from core.llm.urls import normalise_url, resolve_url
 
 __all__ = [
     "BACKENDS",
@@ -64,6 +59,6 @@ __all__ = [
 ]
 
 
-def make_client(settings: Settings, **timeouts: float) -> LLMClient:
+def make_client(settings: ServerSettings, **timeouts: float) -> LLMClient:
     """The client for the server kind the settings name."""
     return backend_for(settings.llm_kind).make_client(settings, **timeouts)

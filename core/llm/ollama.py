@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 
 from core.errors import LecternError, LLMError, LLMTimeoutError, LLMUnavailableError
-from core.generation.llm.base import Backend, ServerSettings
-from core.generation.llm.errors import ErrorMapper, _is_context_message
-from core.generation.llm.openai import OPENAI, _first
-from core.generation.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
-from core.generation.llm.stream import Patience, StreamTimeout, client_options, pump
-from core.generation.llm.urls import (
+from core.llm.base import Backend, ServerSettings
+from core.llm.errors import ErrorMapper, _is_context_message
+from core.llm.openai import OPENAI, _first
+from core.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
+from core.llm.stream import Patience, StreamTimeout, client_options, pump
+from core.llm.urls import (
     check_server_url,
     normalise_url,
     proxies_masked,
@@ -234,7 +234,7 @@ class OllamaClient:
             response = client._client.get("/api/version", timeout=min(5.0, self.request_timeout))
         except (httpx.HTTPError, OSError):
             return False
-        return response.status_code < 500
+        return bool(response.status_code < 500)
 
     def list_models(self) -> list[ModelInfo]:
         client = self._ollama()

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 
 from core.errors import LLMError, LLMTimeoutError, LLMUnavailableError
-from core.generation.llm.base import Backend, ServerSettings
-from core.generation.llm.errors import ErrorMapper
-from core.generation.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
-from core.generation.llm.stream import Patience, StreamTimeout, client_options, pump
-from core.generation.llm.urls import (
+from core.llm.base import Backend, ServerSettings
+from core.llm.errors import ErrorMapper
+from core.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
+from core.llm.stream import Patience, StreamTimeout, client_options, pump
+from core.llm.urls import (
     _split_url,
     check_server_url,
     normalise_url,

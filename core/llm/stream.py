@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
-from core.generation.llm.records import T
-from core.generation.llm.urls import trusts_environment
+from core.llm.records import T
+from core.llm.urls import trusts_environment
 
 # How long the consumer waits on the queue before looking at the cancel flag again.
 POLL_S = 0.05

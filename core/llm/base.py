@@ -1,7 +1,7 @@
 """What one kind of model server is, apart from how its client talks to it.
 
 Each kind (Ollama, an OpenAI-compatible server) is a :class:`Backend` in its own module,
-beside its client, and one row of :data:`core.generation.llm.backends.BACKENDS`. Everything
+beside its client, and one row of :data:`core.llm.backends.BACKENDS`. Everything
 that differs between kinds (the words for the server, how to start it, where it listens
 when the settings name no address, whether it can download models) is read from here, so
 no other module asks which kind it has.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 from core.errors import LecternError, LLMError
 
 if TYPE_CHECKING:
-    from core.generation.llm.records import LLMClient
+    from core.llm.records import LLMClient
 
 
 class ServerSettings(Protocol):

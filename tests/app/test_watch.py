@@ -22,9 +22,7 @@ from typing import Any
 
 import pytest
 
-from core.config import Settings
-from core.indexing.scan import iter_files
-from core.indexing.watch import (
+from core.app.watch import (
     NETWORK_FILESYSTEMS,
     OFFLINE,
     POLLING,
@@ -33,6 +31,8 @@ from core.indexing.watch import (
     FolderWatcher,
     filesystem_type,
 )
+from core.config import Settings
+from core.indexing.scan import iter_files
 from core.library import Library
 from core.records import IndexProgress, IndexReport
 from tests.helpers import drain, files_done
@@ -61,7 +61,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 120.0, what: str =
 def on_disk(lib: Library) -> dict[str, int]:
     """Path -> size of every file the library should hold (online folders only)."""
     files: dict[str, int] = {}
-    for folder in lib.folders():
+    for folder in lib.files.folders():
         if lib.folder_online(folder):
             for info in iter_files(folder, lib.settings.ignore_patterns):
                 files[info.path] = info.size
@@ -69,7 +69,7 @@ def on_disk(lib: Library) -> dict[str, int]:
 
 
 def in_index(lib: Library) -> dict[str, int]:
-    return {d.path: d.size for d in lib.documents()}
+    return {d.path: d.size for d in lib.files.documents()}
 
 
 def settle(lib: Library, watcher: FolderWatcher, timeout: float = 180.0) -> None:
@@ -80,7 +80,7 @@ def settle(lib: Library, watcher: FolderWatcher, timeout: float = 180.0) -> None
         timeout,
         "the index to equal the disk",
     )
-    assert all(d.state.value != "pending" for d in lib.documents())
+    assert all(d.state.value != "pending" for d in lib.files.documents())
     assert_consistent(lib)
 
 
@@ -134,7 +134,7 @@ def test_create_modify_delete_follow_the_disk(
     applied: list[IndexReport] = []
     watcher, _ = start_watcher(notes, on_applied=applied.append)
     settle(library, watcher)  # the start-up reconcile indexed what was there
-    assert len(library.documents(state="indexed")) == 2
+    assert len(library.files.documents(state="indexed")) == 2
     assert watcher.statuses()[0].state == WATCHING
 
     otter = notes / "otter.txt"
@@ -231,7 +231,7 @@ def test_move_between_two_library_folders(
     settle(library, watcher)
     report = since(batches, mark)
     assert report.chunks_embedded == 0 and report.chunks_reused > 0
-    docs = {d.path: d for d in library.documents()}
+    docs = {d.path: d for d in library.files.documents()}
     assert docs[str(other / "heron.md")].folder == str(other)
     hits = library.search("grey herons", k=3, folders=[str(other)])
     assert hits and hits[0].path == str(other / "heron.md")
@@ -297,7 +297,7 @@ def test_library_folder_renamed_goes_offline_and_comes_back(
     wait_until(lambda: watcher.statuses()[0].state == OFFLINE, what="the folder to go offline")
     assert [f.online for f in library.folder_status()] == [False]
     # Offline is not removed: the documents stay searchable.
-    assert len(library.documents()) == 2
+    assert len(library.files.documents()) == 2
     assert found(library, "aardvark census")
     assert (str(notes), OFFLINE) in [(f, s) for f, s, _ in statuses]
 
@@ -318,7 +318,7 @@ def test_library_folder_deleted_goes_offline_not_wiped(
     shutil.rmtree(notes)
     wait_until(lambda: watcher.statuses()[0].state == OFFLINE, what="the folder to go offline")
     assert watcher.wait_idle(60)
-    assert len(library.documents()) == 2  # the file events of the deletion removed nothing
+    assert len(library.files.documents()) == 2  # the file events of the deletion removed nothing
     assert found(library, "herons nest in tall alder")
     notes.mkdir()  # made again: it is the library folder, with what it holds now
     (notes / "new.txt").write_text("A fresh start with notes on storks.\n")
@@ -331,7 +331,7 @@ def test_empty_mount_point_on_another_device_counts_as_offline(
     library: Library, notes: Path, tmp_path: Path
 ) -> None:
     library.index([notes])
-    folder = library.folders()[0]
+    folder = library.files.folders()[0]
     # An unmounted drive leaves its mount point: an empty folder on another device.
     library.db.set_meta("folder_device:" + folder, "4242")
     parked = tmp_path / "parked"
@@ -339,7 +339,7 @@ def test_empty_mount_point_on_another_device_counts_as_offline(
     notes.mkdir()
     assert not library.folder_online(folder)
     report = library.sync()
-    assert report.removed == 0 and len(library.documents()) == 2
+    assert report.removed == 0 and len(library.files.documents()) == 2
     assert found(library, "aardvark census")
     notes.rmdir()
     shutil.move(str(parked), str(notes))
@@ -353,12 +353,12 @@ def test_removed_folder_is_wiped_and_no_longer_watched(
     watcher, _ = start_watcher(notes, folder_check_s=0.2)
     settle(library, watcher)
     library.remove_folder(notes)
-    assert library.documents() == []
+    assert library.files.documents() == []
     wait_until(lambda: watcher.statuses() == [], what="the watch to be dropped")
     (notes / "late.txt").write_text("Written after the folder was removed.\n")
     watcher.request_reconcile()
     assert watcher.wait_idle(60)
-    assert library.documents() == []
+    assert library.files.documents() == []
     assert_consistent(library)
 
 
@@ -412,7 +412,7 @@ def test_unreadable_file_and_fifo_do_not_stop_the_rest(
         os.mkfifo(notes / "pipe.txt")  # reading it would block forever: never opened
         (notes / "plain.txt").write_text("Plain notes about kingfishers diving.\n")
         settle(library, watcher)
-        docs = {Path(d.path).name: d for d in library.documents()}
+        docs = {Path(d.path).name: d for d in library.files.documents()}
         assert docs["locked.txt"].state.value == "failed"
         assert docs["locked.txt"].reason.startswith("cannot be read")
         assert (docs["pipe.txt"].state.value, docs["pipe.txt"].reason) == (
@@ -424,7 +424,7 @@ def test_unreadable_file_and_fifo_do_not_stop_the_rest(
         _make_readable(locked)
         locked.write_text("Now readable: notes about dippers walking underwater.\n")
         settle(library, watcher)
-        docs = {Path(d.path).name: d for d in library.documents()}
+        docs = {Path(d.path).name: d for d in library.files.documents()}
         assert docs["locked.txt"].state.value == "indexed"
         assert found(library, "dippers walking underwater")
     finally:
@@ -444,8 +444,8 @@ def test_symlink_loops_neither_hang_nor_duplicate(
     (notes / "swift.txt").write_text("Swifts sleep on the wing.\n")
     settle(library, watcher)
     assert found(library, "sleep on the wing")
-    assert len(library.documents(state="indexed")) == 3
-    loops = {Path(d.path).name: d.reason for d in library.documents(state="skipped")}
+    assert len(library.files.documents(state="indexed")) == 3
+    loops = {Path(d.path).name: d.reason for d in library.files.documents(state="skipped")}
     assert loops == dict.fromkeys(("a.txt", "b.txt"), "a link that points to itself in a loop")
     watcher.stop()
 
@@ -473,7 +473,7 @@ def test_ignored_files_and_user_patterns(
             (notes / "drafts" / "draft.txt").write_text("draft falcons")
             (notes / "kept.txt").write_text("Peregrine falcons nest on cathedrals.\n")
             settle(lib, watcher)
-            assert {Path(d.path).name for d in lib.documents()} == {
+            assert {Path(d.path).name for d in lib.files.documents()} == {
                 "aardvark.txt",
                 "heron.md",
                 "kept.txt",
@@ -493,14 +493,14 @@ def test_polling_fallback_when_the_watch_limit_is_reached(
 ) -> None:
     from watchdog.observers import Observer
 
-    import core.indexing.watch
+    import core.app.watch
 
     class ExhaustedObserver(Observer):  # type: ignore[misc, valid-type]
         # What inotify_add_watch answers when fs.inotify.max_user_watches is used up.
         def schedule(self, *args: Any, **kwargs: Any) -> Any:
             raise OSError(errno.ENOSPC, "inotify watch limit reached")
 
-    monkeypatch.setattr(core.indexing.watch, "Observer", ExhaustedObserver)
+    monkeypatch.setattr(core.app.watch, "Observer", ExhaustedObserver)
     statuses: list[tuple[str, str, str]] = []
     watcher, _ = start_watcher(
         notes, poll_interval_s=0.3, on_status=lambda *s: statuses.append(tuple(s))
@@ -624,13 +624,13 @@ def test_kill_9_while_watching_then_restart(lectern_home: Path, embedder: Any, n
 
     with Library(Settings(home=lectern_home), embedder=embedder) as lib:
         assert_consistent(lib)  # committed per file: nothing half-written
-        before = len(lib.documents(state="indexed"))
+        before = len(lib.files.documents(state="indexed"))
         assert before >= 2 + killed_at - 1
         watcher = FolderWatcher(lib, reconcile_interval_s=None).start()
         try:
             settle(lib, watcher)
         finally:
             watcher.stop()
-        assert len(lib.documents(state="indexed")) == 2 + total
+        assert len(lib.files.documents(state="indexed")) == 2 + total
         assert found(lib, "kw149q")
         assert_consistent(lib)

@@ -14,10 +14,10 @@ import pytest
 
 from core.cli.answer import cmd_ask
 from core.config import Settings
-from core.generation.llm import OllamaClient
+from core.generation.llm_order import LLM_RERANK_CANDIDATES, parse_order
 from core.generation.qa import SourcesEvent
 from core.library import Library
-from core.retrieval.llm_order import LLM_RERANK_CANDIDATES, parse_order
+from core.llm import OllamaClient
 from core.retrieval.search import ANSWER_LEAD
 from tests.fake_ollama import FakeOllama, Messages, default_answer, sources_in
 from tests.generation.test_ask import NOTE, done_of, qa_library, run  # noqa: F401 - the module's library
@@ -33,11 +33,11 @@ def _is_rerank(messages: Messages) -> bool:
 @pytest.fixture()
 def ordering(qa_library: Library) -> Iterator[Library]:  # noqa: F811
     original = qa_library.settings
-    qa_library.settings = original.with_changes(llm_rerank=True)
+    qa_library.settings_store.replace(original.with_changes(llm_rerank=True))
     try:
         yield qa_library
     finally:
-        qa_library.settings = original
+        qa_library.settings_store.replace(original)
 
 
 def test_reply_numbers_are_read_in_order_once() -> None:

@@ -72,7 +72,7 @@ def _link(path: str, kind: str, page: int | None) -> str:
 def cited_numbers(answer: str, citations: Sequence[Mapping[str, Any]]) -> list[int]:
     """The sources an answer cites, in the order they first appear in it."""
     # core's own parser, so the export, the app and the checker agree on what a citation is.
-    from core.generation.citations import parse_citations
+    from core.citation_marks import parse_citations
 
     order: list[int] = []
     for ref in parse_citations(answer):
