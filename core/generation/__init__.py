@@ -1,4 +1,4 @@
-"""Answer generation: prompt assembly, LLM clients, citation checks, the extractive answer."""
+"""Answer generation: prompt assembly, citation checks, the extractive answer, and `ask`."""
 
 from __future__ import annotations
 
