@@ -80,6 +80,10 @@ class IndexingHost(QObject):
         self.watcher: FolderWatcher | None = None
         self.watch_status: dict[str, tuple[str, str]] = {}
         self._closing = False
+        # Whether the current job has reported progress: until it does it is waiting for
+        # the indexer (the watcher's pass over the same folder may hold it), and the pass
+        # that is indexing is the one the card shows.
+        self._job_reporting = False
         self._disk_timer = QTimer(self)
         self._disk_timer.setInterval(int(DISK_RECHECK_S * 1000))
         self._disk_timer.timeout.connect(self._check_disk_space)
@@ -230,9 +234,11 @@ class IndexingHost(QObject):
             if value == FOLDERS_ADDED:
                 self._view.refresh()
             elif isinstance(value, IndexProgress):
+                self._job_reporting = True
                 self.work.last_progress = value
                 self.progress.emit(value)
 
+        self._job_reporting = False
         job.task = self._runner.run(
             ops.index_job(job, PROGRESS_INTERVAL_S),
             on_progress=progress,
@@ -301,7 +307,11 @@ class IndexingHost(QObject):
 
     def _watch_progress(self, progress: IndexProgress) -> None:
         work = self.work
-        if work.current_job is not None or work.cancelled or self._closing:
+        if (
+            (work.current_job is not None and self._job_reporting)
+            or work.cancelled
+            or self._closing
+        ):
             return  # the job reports its own progress; a cancelled batch is winding down
         work.last_progress = progress
         if not work.watch_running and progress.files_total:
