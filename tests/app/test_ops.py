@@ -96,7 +96,6 @@ def _calls(pattern: re.Pattern[str], *places: str) -> list[str]:
         f"{path.relative_to(ROOT)}:{n}"
         for place in places
         for path in sorted((ROOT / place).rglob("*.py"))
-        if (ROOT / place).is_dir()
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if pattern.search(line)
     ]
