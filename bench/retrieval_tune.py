@@ -110,7 +110,8 @@ def dump(args: argparse.Namespace) -> dict[str, object]:
         all_chunks: set[int] = set()
         for qid, vector in zip(queries, vectors, strict=True):
             bm25 = library.keyword.search(beir.queries[qid], DUMP_DEPTH)
-            dense = retriever.dense_vector(vector, DUMP_DEPTH, SearchFilters())
+            keys, sims = retriever.dense_vector(vector, DUMP_DEPTH, SearchFilters())
+            dense = list(zip(keys.tolist(), sims.tolist(), strict=True))
             rows[qid] = (bm25, dense)
             all_chunks.update(c for c, _ in bm25)
             all_chunks.update(c for c, _ in dense)

@@ -18,8 +18,9 @@ the other (so each peak RSS is its own):
   up to ``--baseline-max`` chunks it also builds the HNSW index used before (f16,
   connectivity 16, expansion 128/64) from the same vectors, for recall and time;
 - measure: opens the library cold (open time), searches each mode through
-  ``Library.search`` (p50/p95) and the vector index directly (dense recall@10 against
-  exact), and records peak RSS while searching;
+  ``Library.search`` (p50/p95; hybrid with its second stage reading the stored word
+  pieces), the hybrid first stage alone, and the vector index directly (dense recall@10
+  against exact), and records peak RSS while searching;
 - cold (twice): with every file of the library dropped from the OS page cache first,
   as after a reboot, opens it and times BM25 through ``Library.search``, once without
   the keyword file's read-ahead at open and once with it (as shipped);
@@ -38,13 +39,15 @@ the other (so each peak RSS is its own):
     .venv/bin/python bench/scale.py --quick                # 2k and 10k, few queries
 
 Libraries are built under ``/tmp`` (``--root``) and removed after each size unless
-``--keep``. The last line of output is one JSON object with every figure; the growth
+``--keep``; ``--reuse`` measures a kept library again without building it (its build
+figures are those kept in its ``build.json``). The last line of output is one JSON object with every figure; the growth
 exponent is the log-log slope of p95 latency against size.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import random
@@ -64,6 +67,7 @@ from bench.record import emit
 from bench.synthetic_library import CACHE, build_base, log, percentile, train_queries
 from core.config import Settings
 from core.library import Library
+from core.records import second_stage_state
 from core.store.db import MEMORY_LIMIT
 
 MODES = ("bm25", "dense", "hybrid")
@@ -188,7 +192,7 @@ def child_build(args: argparse.Namespace) -> dict:
         log(f"  HNSW baseline at {chunks} chunks")
         baseline = hnsw_baseline(library, qvecs, truth)
     library.close()
-    return {
+    result = {
         "chunks": chunks,
         **build,
         "keyword_rebuild_s": build["fts_base_build_s"],
@@ -197,6 +201,9 @@ def child_build(args: argparse.Namespace) -> dict:
         "hnsw_before": baseline,
         "build_peak_rss_mb": peak_rss_mb(),
     }
+    # Kept beside the library, so that ``--keep`` then ``--reuse`` measures it again.
+    (root / "build.json").write_text(json.dumps(result))
+    return result
 
 
 def child_measure(args: argparse.Namespace) -> dict:
@@ -225,14 +232,30 @@ def child_measure(args: argparse.Namespace) -> dict:
         "vector_open_report": vectors.repair_report,
         "vector_open_peak_rss_mb": vector_open_rss,
     }
+    stage_states: dict[str, int] = {}
     for mode in MODES:
         times = []
         for q in queries:
             t = time.perf_counter()
-            library.search(q, mode=mode)
+            hits = library.search(q, mode=mode)
             times.append(time.perf_counter() - t)
+            if mode == "hybrid":  # read from stored pieces, or cut short on a busy machine
+                state = second_stage_state(hits)
+                stage_states[state] = stage_states.get(state, 0) + 1
         out[mode] = stats_ms(times)
         out[f"{mode}_peak_rss_mb"] = peak_rss_mb()  # peak so far, after this mode's queries
+    # The same hybrid search without its second stage (a library with ``rerank`` off):
+    # the retriever's copy, so the library's settings and stored pieces stay as they are.
+    first_stage = copy.copy(library.retriever)
+    first_stage._second_stage = None
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        first_stage.search(q, k=Settings().top_k, mode="hybrid")
+        times.append(time.perf_counter() - t)
+    out["hybrid_first_stage"] = stats_ms(times)
+    out["second_stage_states"] = stage_states
+    out["chunks_with_pieces"], _ = library.pieces.counts()
     found, times = [], []
     for q in qvecs:
         t = time.perf_counter()
@@ -410,6 +433,11 @@ def main() -> int:
     parser.add_argument("--baseline-max", type=int, default=100_000)
     parser.add_argument("--root", default="/tmp/lectern-scale")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure the libraries a --keep run left under --root instead of building them",
+    )
     parser.add_argument("--child", choices=("build", "measure", "cold", "rebuild", "merge"))
     parser.add_argument("--warm", choices=("on", "off"), default="on", help="cold: read-ahead")
     parser.add_argument("--size", type=int)
@@ -431,11 +459,20 @@ def main() -> int:
     rows = []
     for size in sizes:
         root = Path(args.root) / f"{size}"
-        shutil.rmtree(root, ignore_errors=True)
-        log(f"{size} chunks: building under {root}")
+        reused = args.reuse and (root / "build.json").exists()
+        if reused:
+            log(f"{size} chunks: measuring the library kept under {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+            log(f"{size} chunks: building under {root}")
         try:
-            row = {"size": size}
-            for step in ("build", "measure", "cold-off", "cold-on", "rebuild", "merge"):
+            row = {"size": size, "reused_build": reused}
+            steps = ("measure", "cold-off", "cold-on", "rebuild", "merge")
+            if reused:
+                row.update(json.loads((root / "build.json").read_text()))
+            else:
+                steps = ("build", *steps)
+            for step in steps:
                 t0 = time.monotonic()
                 row.update(run_child(step, args, size, root))
                 log(f"  {step} done in {time.monotonic() - t0:.0f} s")
@@ -446,7 +483,9 @@ def main() -> int:
                 f" ms | dense {row['dense']['p50_ms']}/{row['dense']['p95_ms']} ms (index "
                 f"{dense['p50_ms']}/{dense['p95_ms']} ms, recall@10 {dense['recall_at_10']}"
                 f"{', HNSW before ' + str(hnsw['recall_at_10']) if hnsw else ''}) | hybrid "
-                f"{row['hybrid']['p50_ms']}/{row['hybrid']['p95_ms']} ms | open "
+                f"{row['hybrid']['p50_ms']}/{row['hybrid']['p95_ms']} ms (first stage "
+                f"{row['hybrid_first_stage']['p50_ms']}/{row['hybrid_first_stage']['p95_ms']}"
+                " ms) | open "
                 f"{row['open_s']} s | vector rebuild {row['vector_rebuild_s']} s"
                 f"{' (HNSW ' + str(hnsw['build_s']) + ' s)' if hnsw else ''} | keyword rebuild "
                 f"{row['keyword_rebuild_s']} s | RSS search {row['search_peak_rss_mb']} MB, "
@@ -459,7 +498,7 @@ def main() -> int:
                 flush=True,
             )
         finally:
-            if not args.keep:
+            if not args.keep and not args.reuse:
                 shutil.rmtree(root, ignore_errors=True)
     measured = [r["size"] for r in rows]
     growth = {mode: slope(measured, [r[mode]["p95_ms"] for r in rows]) for mode in (*MODES,)} | {

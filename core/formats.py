@@ -60,7 +60,8 @@ class FileFormat:
 # unsupported-file hint name them in this order). One row a line, so it reads as a table.
 FORMATS: tuple[FileFormat, ...] = (
     # 2: headings set in spaced letters joined, footnote marks left out of sentences.
-    FileFormat("pdf", (".pdf",), "core.ingest.pdf", "PDF", unit="page", version=2),
+    # 3: running heads and feet left out of passages.
+    FileFormat("pdf", (".pdf",), "core.ingest.pdf", "PDF", unit="page", version=3),
     FileFormat("docx", (".docx",), "core.ingest.docx", "Word", show_extensions=True),
     FileFormat("md", (".md", ".markdown"), "core.ingest.markdown", "Markdown", text_based=True),
     FileFormat("txt", (".txt", ".text"), "core.ingest.text", "Text", family="text", text_based=True),

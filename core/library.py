@@ -82,6 +82,7 @@ from core.store.conversations import ConversationStore
 from core.store.db import classify_open_error, named_file
 from core.store.documents import DocumentStore
 from core.store.keyword import KeywordIndex
+from core.store.lookup import LiveChunks
 from core.store.paths import normalize_folder
 from core.store.pieces import PieceStore
 from core.store.recovery import open_database, start_anew
@@ -327,7 +328,11 @@ class Library:
         # A database started anew after damage numbers its chunks from 1 again: the
         # keyword file built from the old one is emptied and rebuilt.
         rebuilt = any(n.kind == "library_rebuilt" for n in notices)
-        self.keyword = KeywordIndex(self.db, self.settings.home / KEYWORD_FILE, stale=rebuilt)
+        # One map of live chunks for keyword and meaning search alike (core/store/lookup.py).
+        self.live = LiveChunks(self.db)
+        self.keyword = KeywordIndex(
+            self.db, self.settings.home / KEYWORD_FILE, stale=rebuilt, live=self.live
+        )
         self.reembed_store = ReembedStore(self.db)
         self.pieces = PieceStore(self.db)
         self._restore_record(notices)
@@ -498,6 +503,7 @@ class Library:
                     second_stage=RerankParams() if self.settings.rerank else None,
                     calibration=self._fusion_calibration(self.models.current),
                     pieces=self.pieces,
+                    live=self.live,
                 )
             return self._retriever
 

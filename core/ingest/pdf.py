@@ -820,9 +820,101 @@ def _page_blocks(
     return blocks
 
 
+# Running heads and feet: a line among the first or last two of a page that recurs, its
+# numbers aside, on at least RUNNING_MIN_PAGES pages and RUNNING_MIN_SHARE of them (a
+# journal's name, a report's title, "Page 3 of 12"; odd and even pages may differ).
+RUNNING_MIN_PAGES = 3
+RUNNING_MIN_SHARE = 0.3
+RUNNING_MAX_CHARS = 120
+_NUMBER = re.compile(r"\d+")
+# An amount (a decimal, a thousands separator, a currency or per cent): a page's subtotal
+# may recur at its foot, and it is content; a page number never looks like this.
+_AMOUNT = re.compile(r"\d[.,]\d|[$€£¥%]")
+_FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _running_lines(pages: Sequence[_Page]) -> dict[int, set[int]]:
+    """Page index -> the indices of its lines that are running heads or feet, past the
+    first page each appears on."""
+    if len(pages) < RUNNING_MIN_PAGES:
+        return {}
+    places: dict[tuple[str, str], set[int]] = collections.defaultdict(set)
+    candidates: list[list[tuple[int, str, str]]] = []
+    filled_counts: list[int] = []
+    for i, page in enumerate(pages):
+        lines = page.text.split("\n")
+        in_table = {n for start, end in page.tables for n in range(start, end)}
+        filled = [n for n, line in enumerate(lines) if line.strip() and n not in in_table]
+        found = []
+        for where, chosen in (("top", filled[:2]), ("foot", filled[-2:])):
+            for n in chosen:
+                line = " ".join(lines[n].split())
+                if len(line) > RUNNING_MAX_CHARS or _AMOUNT.search(line):
+                    continue
+                if where == "top" and n + 1 < len(lines):
+                    # A table's header repeated above its rows on every page stays.
+                    following = next((x for x in lines[n + 1 :] if x.strip()), "")
+                    if len(_FIGURES.findall(following)) >= 2:
+                        continue
+                key = _NUMBER.sub("#", line.casefold())
+                places[(where, key)].add(i)
+                found.append((n, where, key))
+        candidates.append(found)
+        filled_counts.append(len(filled))
+    needed = max(RUNNING_MIN_PAGES, math.ceil(RUNNING_MIN_SHARE * len(pages)))
+    out: dict[int, set[int]] = {}
+    for i, found in enumerate(candidates):
+        # Kept where it first appears: a footnote's definition repeated on every page
+        # ("L/F = load factor") is still found once, and so is the report's name.
+        running = {
+            n
+            for n, where, key in found
+            if len(places[(where, key)]) >= needed and min(places[(where, key)]) != i
+        }
+        # A page that is nothing but such lines (the same short page four times, a
+        # blank page's number) keeps them: it would be left empty.
+        if running and len(running) < filled_counts[i]:
+            out[i] = running
+    return out
+
+
+def _without_running_lines(pages: Sequence[_Page]) -> list[_Page]:
+    """``pages`` with their running heads and feet blanked to spaces: they stay out of
+    passages, headings and quotes (a journal's name between the halves of a sentence
+    cut by a page break), while every offset into the page's text stays what it was."""
+    running = _running_lines(pages)
+    if not running:
+        return list(pages)
+    out = []
+    for i, page in enumerate(pages):
+        leave_out = running.get(i)
+        if not leave_out:
+            out.append(page)
+            continue
+        lines = page.text.split("\n")
+        spans = []
+        at = 0
+        for n, line in enumerate(lines):
+            if n in leave_out:
+                spans.append((at, at + len(line)))
+                lines[n] = " " * len(line)
+            at += len(line) + 1
+        text = "\n".join(lines)
+        if i == len(pages) - 1:
+            # The document's text ends with its last words, not a blanked foot.
+            text = text.rstrip()
+        kept = text.count("\n") + 1
+        sizes = [0.0 if n in leave_out else size for n, size in enumerate(page.sizes)][:kept]
+        words = tuple(w for w in page.words if not any(s <= w[0] < e for s, e in spans))
+        large = {n: t for n, t in page.large.items() if n not in leave_out and n < kept}
+        out.append(replace(page, text=text, sizes=sizes, words=words, large=large))
+    return out
+
+
 def _assemble(
     read: _Read, pages: Sequence[_Page], path: Path, ocr_pages: Sequence[int] = ()
 ) -> ParsedDocument:
+    pages = _without_running_lines(pages)
     body = _body_size([p for p in pages if not p.from_ocr])
     pages = _rejoin_large_lines(pages, body)
     title, title_lines = _choose_title(read, path, body)

@@ -602,12 +602,19 @@ class VectorIndex:
     # --- query ------------------------------------------------------------------
 
     def search(self, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) of the ``limit`` nearest, nearest first."""
+        keys, sims = self.nearest(vector, limit)
+        return list(zip(keys.tolist(), sims.tolist(), strict=True))
+
+    def nearest(self, vector: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``limit`` nearest chunk ids (int64) and their cosine similarities
+        (float32), nearest first."""
         with self._lock:
             if not len(self._index) or limit <= 0:
-                return []
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
             keys, distances = self._index.search(np.asarray(vector, dtype=np.float32), limit)
         # Cosine distance from the kernel; callers want similarity.
-        return [(int(k), 1.0 - float(d)) for k, d in zip(keys, distances, strict=True)]
+        return keys.astype(np.int64), (1.0 - distances).astype(np.float32)
 
 
 def saved_keys(path: Path) -> np.ndarray:

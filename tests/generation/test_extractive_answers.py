@@ -29,6 +29,7 @@ from core.generation.qa import DoneEvent, ask
 from core.ingest import ocr
 from core.library import Library
 from tests.conftest import SAMPLE_DOCS, SHARED_DATA
+from tests.pdf_bytes import pdf_bytes
 
 SCANNED = SHARED_DATA / "pdfs" / "scanned-non-text-searchable.pdf"
 PUA = "\ue000"  # a private-use character: a bullet of a symbol font read without its font
@@ -61,20 +62,7 @@ def write_pdf(path: Path, lines: list[str], size: float = 9) -> Path:
         b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
         b"<< /Length %d >>\nstream\n" % len(cmap) + cmap + b"\nendstream",
     ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for offset in offsets:
-        out += b"%010d 00000 n \n" % offset
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    path.write_bytes(bytes(out))
+    path.write_bytes(pdf_bytes(objects))
     return path
 
 

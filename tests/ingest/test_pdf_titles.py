@@ -12,6 +12,7 @@ from core.embedding.models import MAX_SEQ_TOKENS, WordPieceCounter
 from core.ingest import pdf
 from core.records import BlockKind, ParsedDocument
 from tests.conftest import SAMPLE_DOCS, SHARED_DATA
+from tests.pdf_bytes import pdf_bytes
 
 PDFS = SHARED_DATA / "pdfs"
 
@@ -40,22 +41,7 @@ def write_content(path: Path, stream: str, title: str | None = None) -> Path:
     ]
     if title is not None:
         objects.append(b"<< /Title (" + title.encode("latin-1") + b") >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for offset in offsets:
-        out += b"%010d 00000 n \n" % offset
-    info = b" /Info %d 0 R" % len(objects) if title is not None else b""
-    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        info,
-        xref,
-    )
-    path.write_bytes(bytes(out))
+    path.write_bytes(pdf_bytes(objects, len(objects) if title is not None else None))
     return path
 
 

@@ -503,7 +503,7 @@ def test_cached_scores_and_liveness_follow_changes(
     for query in queries[:10]:  # twice at one generation: the live mask is built
         kw.search(query, 10)
         kw.search(query, 10)
-    assert kw.scorer._live_mask is not None and kw.scorer._postings_cache
+    assert kw.scorer._live_chunks.mask() is not None and kw.scorer._postings_cache
     top = kw.search(queries[0], 1)[0][0]
     with db.transaction() as cur:
         cur.execute(

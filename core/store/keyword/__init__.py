@@ -23,6 +23,7 @@ from core.records import SearchFilters
 from core.store.db import Database
 from core.store.keyword.scoring import KeywordScorer
 from core.store.keyword.upkeep import KeywordState, KeywordUpkeep
+from core.store.lookup import LiveChunks
 
 __all__ = ["KeywordIndex", "KeywordState"]
 
@@ -30,13 +31,21 @@ __all__ = ["KeywordIndex", "KeywordState"]
 class KeywordIndex:
     """``path`` None keeps the index in memory (a library in memory, in tests)."""
 
-    def __init__(self, db: Database, path: Path | None = None, *, stale: bool = False) -> None:
+    def __init__(
+        self,
+        db: Database,
+        path: Path | None = None,
+        *,
+        stale: bool = False,
+        live: LiveChunks | None = None,
+    ) -> None:
         """``stale``: the file was built from a database that is gone (see
-        KeywordUpkeep._check_format)."""
+        KeywordUpkeep._check_format); ``live``: the library's map of live chunks, shared
+        with its meaning search."""
         self.upkeep = KeywordUpkeep(db, path, stale=stale)
         # The state is read per query (cached by upkeep until the next change), so a
         # switch of snapshots reaches the very next search.
-        self.scorer = KeywordScorer(db, lambda: self.upkeep.state().parts())
+        self.scorer = KeywordScorer(db, lambda: self.upkeep.state().parts(), live or LiveChunks(db))
 
     @property
     def db(self) -> Database:

@@ -37,7 +37,7 @@ from core.records import SearchFilters
 from core.store.db import Database
 from core.store.keyword.tokens import QueryStems, matched_words
 from core.store.keyword.upkeep import ALIAS
-from core.store.lookup import filter_clause, id_list
+from core.store.lookup import LiveChunks, filter_clause, id_list
 
 # Chosen on SciFact *train* (bench: a grid over k1 in 0.7-1.5 and b in 0.4-0.75):
 # 0.9/0.4 and 0.7/0.5 tied best for hybrid (nDCG@10 0.7435 against 0.7409 for the
@@ -143,8 +143,11 @@ class KeywordScorer:
     """Chunk ids and BM25 scores for a query, from the snapshots ``parts`` names now
     ((snapshot, stamp) pairs, oldest first; read again when a switch raced a query)."""
 
-    def __init__(self, db: Database, parts: Callable[[], list[tuple[str, str]]]) -> None:
+    def __init__(
+        self, db: Database, parts: Callable[[], list[tuple[str, str]]], live: LiveChunks
+    ) -> None:
         self.db = db
+        self._live_chunks = live
         self._parts = parts
         self._snapshots: dict[str, _Snapshot] = {}
         self._lock = threading.Lock()
@@ -153,10 +156,6 @@ class KeywordScorer:
         self._last_scored: (
             tuple[tuple[str, tuple[tuple[str, str], ...]], np.ndarray, np.ndarray] | None
         ) = None
-        # Which chunk ids are live (their document indexed), by chunk id, as of a
-        # database generation; and the generation the last unfiltered search saw.
-        self._live_mask: tuple[int, np.ndarray] | None = None
-        self._live_seen = -1
         # (snapshot stamp, termid) -> (docids, tfs), under _lock.
         self._postings_cache: OrderedDict[tuple[str, int], _Postings] = OrderedDict()
         self._postings_cached_bytes = 0
@@ -362,25 +361,6 @@ class KeywordScorer:
                     out.append((i, term, entry[0], entry[1]))
         return out
 
-    def _live_ids(self, cur: duckdb.DuckDBPyConnection) -> np.ndarray | None:
-        """Live chunk ids as a boolean array by chunk id, when the database has not
-        changed since it was built; None while it keeps changing (the indexer commits
-        file after file), when each search checks its candidates by id instead. It is
-        built on the second unfiltered search at one generation, so a quiet library pays
-        the listing once (~20 ms at 300k chunks) and a busy one never."""
-        generation = self.db.generation
-        cached = self._live_mask
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        if self._live_seen != generation:
-            self._live_seen = generation
-            return None
-        allowed = self._allowed(cur, "", [])
-        mask = np.zeros(int(allowed.max()) + 1 if len(allowed) else 0, dtype=bool)
-        mask[allowed] = True
-        self._live_mask = (generation, mask)
-        return mask
-
     def _best_live(
         self,
         cur: duckdb.DuckDBPyConnection,
@@ -393,7 +373,9 @@ class KeywordScorer:
         ``filters``: candidates are checked best first, in growing rounds, so the result
         is the top-k of the live, filtered chunks, not of all of them."""
         filter_sql, filter_params = filter_clause(filters)
-        mask = None if filter_sql else self._live_ids(cur)
+        # Unfiltered in a library that is not changing: live chunks by id, held per
+        # generation; otherwise the candidates are checked by id, best first.
+        mask = None if filter_sql else self._live_chunks.mask()
         if mask is not None:
             keep = ids < len(mask)
             keep[keep] = mask[ids[keep]]
