@@ -267,13 +267,8 @@ class QueryStems:
         # strip): the same Snowball code in-process, where asking DuckDB cost a
         # statement (a sixth of a hybrid search's CPU on SciFact). Other pairs go to
         # DuckDB, whose stemmers for other languages are older than PyStemmer's.
-        porter = {pair: _porter(pair[0]) for pair in missing if not pair[1] and pair[0].isascii()}
-        missing = [pair for pair in missing if pair not in porter]
-        if porter:
-            if len(memo) + len(porter) > STEM_MEMO_MAX:
-                memo = {pair: memo[pair] for pair in pairs if pair in memo}
-            memo = {**memo, **porter}
-            self._memo = memo
+        fresh = {pair: _porter(pair[0]) for pair in missing if not pair[1] and pair[0].isascii()}
+        missing = [pair for pair in missing if pair not in fresh]
         if missing:
             # A literal list: a list parameter costs ~3 ms to bind.
             values = ", ".join("('" + w.replace("'", "''") + f"', '{lang}')" for w, lang in missing)
@@ -281,9 +276,13 @@ class QueryStems:
                 f"SELECT w, l, CASE WHEN l = '' THEN {term_sql('w')} ELSE {term_sql('w', 'l')} "
                 f"END FROM (VALUES {values}) AS v(w, l)"
             ).fetchall()
-            if len(memo) + len(rows) > STEM_MEMO_MAX:
+            fresh.update({(str(w), str(lang)): str(t or "") for w, lang, t in rows})
+        if fresh:
+            # One copy of the memo a query (it is replaced whole, never changed in place:
+            # other threads read it).
+            if len(memo) + len(fresh) > STEM_MEMO_MAX:
                 memo = {pair: memo[pair] for pair in pairs if pair in memo}
-            memo = {**memo, **{(str(w), str(lang)): str(t or "") for w, lang, t in rows}}
+            memo = {**memo, **fresh}
             self._memo = memo
         return memo
 
