@@ -17,7 +17,7 @@ from core.llm.base import Backend, ServerSettings
 from core.llm.errors import ErrorMapper, _is_context_message
 from core.llm.openai import OPENAI, _first
 from core.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
-from core.llm.stream import Patience, StreamTimeout, client_options, pump
+from core.llm.stream import Patience, StreamTimeout, client_options, pump, read_limit
 from core.llm.urls import (
     check_server_url,
     normalise_url,
@@ -165,16 +165,11 @@ class OllamaClient:
             if self._client is None:
                 ollama = ollama_package()
                 base = resolve_url(self.url, self.connect_timeout)
-                # The read limit is the longest single wait the reader thread may block;
-                # the consumer enforces the finer first-token and idle limits itself.
-                read = (
-                    max(
-                        self.first_token_timeout,
-                        self.prompt_timeout or 0.0,
-                        self.idle_timeout,
-                        self.request_timeout,
-                    )
-                    + 5
+                read = read_limit(
+                    self.first_token_timeout,
+                    self.prompt_timeout,
+                    self.idle_timeout,
+                    self.request_timeout,
                 )
                 try:
                     self._client = ollama.Client(

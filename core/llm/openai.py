@@ -15,7 +15,7 @@ from core.errors import LLMError, LLMTimeoutError, LLMUnavailableError
 from core.llm.base import Backend, ServerSettings
 from core.llm.errors import ErrorMapper
 from core.llm.records import ChatDelta, Message, ModelInfo, PullProgress, T, int_or_none
-from core.llm.stream import Patience, StreamTimeout, client_options, pump
+from core.llm.stream import Patience, StreamTimeout, client_options, pump, read_limit
 from core.llm.urls import (
     _split_url,
     check_server_url,
@@ -116,14 +116,11 @@ class OpenAICompatClient:
                 headers = {"Accept": "application/json"}
                 if self.api_key:
                     headers["Authorization"] = f"Bearer {self.api_key}"
-                read = (
-                    max(
-                        self.first_token_timeout,
-                        self.prompt_timeout or 0.0,
-                        self.idle_timeout,
-                        self.request_timeout,
-                    )
-                    + 5
+                read = read_limit(
+                    self.first_token_timeout,
+                    self.prompt_timeout,
+                    self.idle_timeout,
+                    self.request_timeout,
                 )
                 try:
                     self._client = httpx.Client(

@@ -72,6 +72,12 @@ def trace_hook(request: httpx.Request) -> None:
         request.extensions["trace"] = control.trace
 
 
+def read_limit(first_token: float, prompt: float | None, idle: float, request: float) -> float:
+    """The longest single wait a client's reader thread may block on a read; the consumer
+    enforces the finer first-token and idle limits itself."""
+    return max(first_token, prompt or 0.0, idle, request) + 5
+
+
 def client_options(base: str, connect: float, read: float) -> dict[str, Any]:
     """The httpx options both model-server clients are built with."""
     return {
