@@ -17,7 +17,7 @@ the other (so each peak RSS is its own):
   and the vector file, embeds the queries and computes the exact float32 top 10 over every stored embedding;
   up to ``--baseline-max`` chunks it also builds the HNSW index used before (f16,
   connectivity 16, expansion 128/64) from the same vectors, for recall and time;
-- measure: opens the library cold (open time), searches each mode through
+- measure: opens the library cold, every file dropped from the page cache (open time), searches each mode through
   ``Library.search`` (p50/p95; hybrid with its second stage reading the stored word
   pieces), the hybrid first stage alone, and the vector index directly (dense recall@10
   against exact), and records peak RSS while searching;
@@ -211,10 +211,11 @@ def child_measure(args: argparse.Namespace) -> dict:
     queries = json.loads((root / "queries.json").read_text())
     qvecs = np.load(root / "queries.npy")
     truth = np.load(root / "truth.npy")
+    evict_from_page_cache(root / "home")  # opened as after a reboot
     t0 = time.monotonic()
     library = Library(Settings(home=root / "home"))
     t1 = time.monotonic()
-    vectors = library.vectors  # read, checksummed, sample-checked, reconciled
+    vectors = library.vectors  # mapped, checksummed, sample-checked, reconciled
     vector_open_s = time.monotonic() - t1
     vector_open_rss = peak_rss_mb()
     t1 = time.monotonic()

@@ -235,6 +235,46 @@ def test_a_save_writes_the_state_it_snapshotted_while_changes_go_on(
     assert len(flat) == 350 - len(keys[::7]) + 100
 
 
+def test_a_read_file_changes_in_memory_only_and_saves_over_itself(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, real: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """A read file's blocks are its mapped pages: removals and adds after the read change
+    copies, never the file (nor raise on its read-only pages), and a save renames a new
+    file over the one still mapped."""
+    monkeypatch.setattr(vectors_module, "BLOCK_ROWS", 100)
+    corpus, queries = real
+    dim = corpus.shape[1]
+    keys = np.arange(1, 351, dtype=np.uint64)
+    path = tmp_path / "v.usearch"
+
+    def write(flat: FlatVectors) -> None:
+        data = flat.save()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data + checksum_trailer(data))
+        tmp.replace(path)
+
+    in_memory = FlatVectors(dim)
+    in_memory.add(keys, corpus[:350])
+    write(in_memory)
+    on_disk = path.read_bytes()
+    with open(path, "rb") as handle:
+        read = FlatVectors.read(handle, len(on_disk))
+    for flat in (in_memory, read):
+        flat.remove(keys[::7])  # tail rows move into the first blocks
+        flat.add(np.arange(1000, 1100, dtype=np.uint64), corpus[400:500])
+    assert path.read_bytes() == on_disk
+    for q in queries[:10]:
+        found, expected = read.search(q, 10), in_memory.search(q, 10)
+        assert found[0].tolist() == expected[0].tolist()
+    write(read)  # over the file its untouched blocks still map
+    for q in queries[:10]:
+        assert read.search(q, 10)[0].tolist() == in_memory.search(q, 10)[0].tolist()
+    with open(path, "rb") as handle:
+        again = FlatVectors.read(handle, path.stat().st_size)
+    assert sorted(again.keys.tolist()) == sorted(in_memory.keys.tolist())
+    assert np.array_equal(again.get(keys[1:5]), in_memory.get(keys[1:5]))
+
+
 def test_set_embeddings_stores_the_exact_vectors_and_skips_the_rest(
     library: Library, real: tuple[np.ndarray, np.ndarray]
 ) -> None:
