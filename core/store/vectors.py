@@ -369,9 +369,7 @@ class FlatVectors:
             keys_at, vectors_at = HEADER.size + first * 8, rows_at + first * row_bytes
             flat._keys.append(np.frombuffer(data, np.uint64, count, keys_at))
             flat._vectors.append(
-                np.frombuffer(data, STORED_DTYPE, count * ndim, vectors_at).reshape(
-                    count, ndim
-                )
+                np.frombuffer(data, STORED_DTYPE, count * ndim, vectors_at).reshape(count, ndim)
             )
             if mapping is not None:
                 flat._file_pages[b] = (
