@@ -62,29 +62,27 @@ def hits_for(db: Database, chunk_ids: Sequence[int]) -> dict[int, Hit]:
     document is gone meanwhile is left out."""
     if not chunk_ids:
         return {}
-    cur = db.cursor()
-    # Two look-ups, not a join: joined with documents, DuckDB read every chunk's text
-    # (31 ms a search at 300k chunks); alone, chunks is read through its primary key
-    # (under 1 ms).
-    rows = cur.execute(
-        f"""SELECT id, document_id, text, start_char, end_char, page_start, page_end,
-               heading_path FROM chunks WHERE id IN ({id_list(chunk_ids)})"""
-    ).fetchall()
-    if not rows:
-        return {}
-    documents = {
-        int(d[0]): d[1:]
-        for d in cur.execute(
-            f"SELECT id, path, title, type FROM documents WHERE id IN "
-            f"({id_list(sorted({int(r[1]) for r in rows}))})"
-        ).fetchall()
-    }
+    # The chunks first, through their primary key, then joined with their documents:
+    # joined directly, DuckDB read every chunk's text (31 ms a search at 300k chunks);
+    # materialised first, one statement costs less than the two look-ups it replaced
+    # (1.8 against 2.3 ms on SciFact, 4.2 against 5.1 ms at 1M chunks).
+    rows = (
+        db.cursor()
+        .execute(
+            f"""WITH c AS MATERIALIZED (
+                    SELECT id, document_id, text, start_char, end_char, page_start,
+                           page_end, heading_path
+                    FROM chunks WHERE id IN ({id_list(chunk_ids)}))
+                SELECT c.id, c.document_id, c.text, c.start_char, c.end_char, c.page_start,
+                       c.page_end, c.heading_path, d.path, d.title, d.type
+                FROM c JOIN documents d ON d.id = c.document_id"""
+        )
+        .fetchall()
+    )
     hits = {}
-    for chunk_id, document_id, text, start, end, page, page_end, heading_path in rows:
-        document = documents.get(int(document_id))
-        if document is None:
-            continue
-        path, title, doc_type = document
+    for row in rows:
+        chunk_id, document_id, text, start, end, page, page_end, heading_path = row[:8]
+        path, title, doc_type = row[8:]
         hits[int(chunk_id)] = Hit(
             chunk_id=int(chunk_id),
             document_id=int(document_id),

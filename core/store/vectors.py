@@ -29,10 +29,14 @@ import logging
 import mmap
 import os
 import struct
+import sys
 import threading
+import time
+import warnings
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from usearch.index import search as exact_search
@@ -94,6 +98,90 @@ def blobs_to_matrix(blobs: list[bytes], dim: int) -> np.ndarray:
     if not blobs:
         return np.zeros((0, dim), dtype=np.float32)
     return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
+
+
+class _Scan:
+    """How a block of float16 rows is compared with a question, chosen once a process by
+    timing both on this CPU: USearch's SIMD kernel, or torch converting slices of rows
+    into one float32 buffer and multiplying (when torch is loaded: it is whenever the model
+    made the question's vector). On this project's machines torch took 6.3 ms of CPU for a
+    block of 131,072 rows against USearch's 13.3 ms (0.48 against 1.07 ms for SciFact's
+    10,558), with recall@10 against exact float32 at 1M rows of 0.9985 against 0.997;
+    another CPU may differ either way. torch runs on the thread count the question's
+    encoding set (one)."""
+
+    PROBE_ROWS = 16_384
+    SLICE_ROWS = 4_096  # 6 MB of float32 at 384 dims: converted and used while in cache
+    MARGIN = 0.9  # torch must take under this share of USearch's time
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._torch: Any = None
+        self._buffer: Any = None  # reused: a fresh one each slice faulted in new pages
+        self._warned = False
+        self.choice = ""  # "", "usearch" or "torch"
+
+    def kernel(self, ndim: int) -> Any:
+        """torch where it was measured faster here, else None (USearch)."""
+        if self.choice:
+            return self._torch if self.choice == "torch" else None
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None  # not loaded: measured once it is
+        with self._lock:
+            if not self.choice:
+                self._torch = torch
+                self.choice = self._measure(torch, ndim)
+        return self._torch if self.choice == "torch" else None
+
+    def _measure(self, torch: Any, ndim: int) -> str:
+        rng = np.random.default_rng(0)
+        rows = as_stored(rng.standard_normal((self.PROBE_ROWS, ndim)))
+        query = as_stored(rng.standard_normal(ndim))[0]
+        spent: dict[str, list[float]] = {"usearch": [], "torch": []}
+        for _ in range(5):
+            started = time.process_time()
+            exact_search(rows, query, 100, "cos", exact=True, threads=1)
+            spent["usearch"].append(time.process_time() - started)
+            started = time.process_time()
+            self._similarities(torch, rows, query.astype(np.float32))
+            spent["torch"].append(time.process_time() - started)
+        faster = min(spent["torch"]) < self.MARGIN * min(spent["usearch"])
+        log.info("vector scan: %s (%s)", "torch" if faster else "usearch", spent)
+        return "torch" if faster else "usearch"
+
+    def similarities(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Dot products of float16 ``rows`` with a float32 ``query``, in float32."""
+        with self._lock:
+            return self._similarities(self._torch, rows, query)
+
+    def _similarities(self, torch: Any, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        ndim = rows.shape[1]
+        if self._buffer is None or self._buffer.shape[1] != ndim:
+            self._buffer = torch.empty((self.SLICE_ROWS, ndim), dtype=torch.float32)
+        out = torch.empty(len(rows), dtype=torch.float32)
+        q = torch.from_numpy(np.ascontiguousarray(query, dtype=np.float32))
+        if not self._warned:
+            # torch warns, once a process, that a tensor made of a read-only array (a
+            # mapped block) could be written through; the scan only reads. Said here,
+            # silenced, rather than to a person at their first search.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                readonly = np.zeros(1, dtype=STORED_DTYPE)
+                readonly.flags.writeable = False
+                torch.from_numpy(readonly)
+            self._warned = True
+        with torch.inference_mode():
+            for at in range(0, len(rows), self.SLICE_ROWS):
+                part = torch.from_numpy(rows[at : at + self.SLICE_ROWS])
+                buffer = self._buffer[: len(part)]
+                buffer.copy_(part)
+                torch.mv(buffer, q, out=out[at : at + len(part)])
+        result: np.ndarray = out.numpy()
+        return result
+
+
+_SCAN = _Scan()
 
 
 def as_stored(vectors: np.ndarray) -> np.ndarray:
@@ -275,14 +363,26 @@ class FlatVectors:
     def search(self, vector: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``count`` nearest keys and their cosine distances, nearest first."""
         query = as_stored(vector)[0]
+        torch = _SCAN.kernel(self.ndim)
+        if torch is not None:
+            # The stored rows are unit length: the dot product is the cosine.
+            exact = np.asarray(vector, dtype=np.float32).reshape(-1)
+            exact = exact / max(float(np.linalg.norm(exact)), 1e-12)
         keys: list[np.ndarray] = []
         distances: list[np.ndarray] = []
         for block in range(len(self._vectors)):
             rows = self._rows_in(block)
+            take = min(count, rows)
+            if torch is not None:
+                sims = _SCAN.similarities(self._vectors[block][:rows], exact)
+                top = np.argpartition(-sims, take - 1)[:take] if take < rows else np.arange(rows)
+                keys.append(self._keys[block][top])
+                distances.append(1.0 - sims[top])
+                continue
             found = exact_search(
                 self._vectors[block][:rows],
                 query,
-                min(count, rows),
+                take,
                 "cos",
                 exact=True,
                 threads=SEARCH_THREADS,

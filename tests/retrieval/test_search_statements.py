@@ -49,7 +49,8 @@ def test_a_quiet_librarys_hybrid_search_asks_only_for_postings_pieces_and_hits(
         assert again  # the question's words, plus one no question had before
         asked = "\n".join(seen)
         assert "stem(" not in asked
-        assert "JOIN documents" not in asked
+        assert "d.state = 'indexed'" not in asked  # the liveness join
+        assert len(seen) <= 3, asked  # postings, word pieces, hits with their documents
         assert "embedding IS NULL" not in asked
     monkeypatch.undo()
     # Held in the process or asked of the database, a search finds the same.

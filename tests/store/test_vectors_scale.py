@@ -77,9 +77,19 @@ def _store_chunks(library: Library, vectors: np.ndarray, null_every: int = 0) ->
     return np.array(ids, dtype=np.uint64)
 
 
+@pytest.mark.parametrize("scan", ["usearch", "torch"])
 def test_dense_recall_at_10_against_exact_search_is_at_least_099(
-    library: Library, tmp_path: Path, real: tuple[np.ndarray, np.ndarray]
+    library: Library,
+    tmp_path: Path,
+    real: tuple[np.ndarray, np.ndarray],
+    monkeypatch: pytest.MonkeyPatch,
+    scan: str,
 ) -> None:
+    """Either scan a process may choose (by timing them on its CPU) keeps recall."""
+    import torch
+
+    monkeypatch.setattr(vectors_module._SCAN, "choice", scan)
+    monkeypatch.setattr(vectors_module._SCAN, "_torch", torch)
     corpus, queries = real
     keys = np.arange(1, len(corpus) + 1, dtype=np.uint64)
     index = VectorIndex(library.db, tmp_path / "v.usearch", corpus.shape[1])
@@ -92,6 +102,32 @@ def test_dense_recall_at_10_against_exact_search_is_at_least_099(
     # The HNSW index used before (f16, connectivity 16, expansion 128/64) found 0.9375
     # of these (0.995 with 6 copies, which is why there are 15), so this fails on it.
     assert found / (10 * len(queries)) >= 0.99
+
+
+def test_the_two_scans_rank_alike_and_one_is_chosen_by_timing(
+    library: Library,
+    tmp_path: Path,
+    real: tuple[np.ndarray, np.ndarray],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    corpus, queries = real
+    keys = np.arange(1, len(corpus) + 1, dtype=np.uint64)
+    index = VectorIndex(library.db, tmp_path / "v.usearch", corpus.shape[1])
+    monkeypatch.setattr(vectors_module, "BLOCK_ROWS", 3_000)  # several blocks
+    index.add(keys, corpus)
+    found = {}
+    for scan in ("usearch", "torch"):
+        monkeypatch.setattr(vectors_module._SCAN, "choice", scan)
+        monkeypatch.setattr(vectors_module._SCAN, "_torch", torch)
+        found[scan] = [index.nearest(q, 50) for q in queries]
+    for (u_keys, u_sims), (t_keys, t_sims) in zip(found["usearch"], found["torch"], strict=True):
+        assert len(set(u_keys[:10].tolist()) & set(t_keys[:10].tolist())) >= 9
+        assert np.allclose(u_sims, t_sims, atol=2e-3)
+    fresh = vectors_module._Scan()
+    assert fresh.kernel(corpus.shape[1]) in (None, torch)
+    assert fresh.choice in ("usearch", "torch")
 
 
 def test_rebuild_from_duckdb_searches_the_same_as_incremental_adds(
