@@ -1,8 +1,9 @@
 """Dense vector search: exact search over float16 vectors in a file beside the database.
 
 The index is derived data. DuckDB holds every embedding; this file is only an accelerator.
-It holds each chunk's embedding as a unit-length float16 row and is searched exactly with
-USearch's SIMD kernels, block by block. Exact search was chosen by measurement over HNSW
+It holds each chunk's embedding as a unit-length float16 row and is searched exactly,
+block by block, with USearch's SIMD kernels or torch, whichever this CPU runs faster
+(``_Scan``). Exact search was chosen by measurement over HNSW
 (``bench/scale.py``): HNSW at the settings used before (f16, connectivity 16, expansion
 64) found only 0.967 of the true top 10 at 10k chunks and 0.881 at 300k, and building its
 graph from DuckDB took 1,091 s at 300k; the flat file is rebuilt in seconds. float16
