@@ -363,12 +363,13 @@ class FlatVectors:
 
     def search(self, vector: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``count`` nearest keys and their cosine distances, nearest first."""
-        query = as_stored(vector)[0]
         torch = _SCAN.kernel(self.ndim)
         if torch is not None:
             # The stored rows are unit length: the dot product is the cosine.
             exact = np.asarray(vector, dtype=np.float32).reshape(-1)
             exact = exact / max(float(np.linalg.norm(exact)), 1e-12)
+        else:
+            query = as_stored(vector)[0]
         keys: list[np.ndarray] = []
         distances: list[np.ndarray] = []
         for block in range(len(self._vectors)):
