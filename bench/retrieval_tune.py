@@ -31,7 +31,11 @@ eval` asks them; the English set is bench/retrieval_sets/en.json:
 ``rerank`` chooses the second stage's constants (core/retrieval/second_stage.py) on the training cache the
 same way. It needs each passage's token states, which the model makes at query time in
 production; they are computed once per cache from its library (recorded in the cache as
-``home``) and kept beside it in ``<cache>.tokens.pkl``.
+``home``) and kept beside it in ``<cache>.tokens.pkl``. ``pieces`` compares, from the
+same states, the default second stage over float16 states with it over the sign codes the
+library stores (core/embedding/pieces.py):
+
+  .venv/bin/python bench/retrieval_tune.py pieces --train /tmp/scifact-train.pkl
 
 The library at --home must already hold the corpus (``lectern eval`` builds it, under
 <data folder>/eval/). The last line printed is one JSON object.
@@ -61,6 +65,7 @@ from core.embedding.models import (  # noqa: E402
     load_embedder,
     reads_script_of,
 )
+from core.embedding.pieces import pack, unpack  # noqa: E402
 from core.evaluation.beir import (  # noqa: E402
     indexed_beir,
     load_beir,
@@ -394,6 +399,45 @@ def rerank_tune(args: argparse.Namespace) -> dict[str, object]:
     return report
 
 
+def _packed(states: dict) -> dict:
+    """``states`` with each passage's word pieces as the library stores them: packed to
+    sign codes and unpacked (core/embedding/pieces.py), the questions' left float."""
+    chunks = {}
+    for chunk, matrix in states["chunks"].items():
+        dim = matrix.shape[1]
+        rows, _ = unpack([pack(matrix.astype("float32"))], dim)
+        chunks[chunk] = rows
+    return {"chunks": chunks, "queries": states["queries"]}
+
+
+def pieces_table(args: argparse.Namespace) -> dict[str, object]:
+    """nDCG@10 of the default second stage over float16 word-piece states (encoded
+    again, as search once did) and over the sign codes the library keeps, per set."""
+    report: dict[str, object] = {}
+    for path in [args.train, *(args.check or [])]:
+        with open(path, "rb") as handle:
+            cache = pickle.load(handle)
+        short = _short_lists(cache, FusionParams())
+        states = _token_states(path, cache, _short_list_passages(short))
+        first = {q: [d for d, _ in fused] for q, (fused, _) in short.items()}
+        row = {
+            "first_stage": round(ndcg(cache, first), 4),
+            "float16_states": round(
+                ndcg(cache, _reranked(short, _late_scores(short, states), RerankParams())), 4
+            ),
+            "sign_codes": round(
+                ndcg(
+                    cache,
+                    _reranked(short, _late_scores(short, _packed(states)), RerankParams()),
+                ),
+                4,
+            ),
+        }
+        report[f"{cache['dataset']}/{cache['split']}"] = row
+        print(cache["dataset"], cache["split"], row, flush=True)
+    return report
+
+
 STORED_GRID = {
     "depth": (20, 30, 50, 80),
     "passages_per_document": (1, 2, 3),
@@ -682,6 +726,9 @@ def main() -> None:
     r = sub.add_parser("rerank")
     r.add_argument("--train", required=True)
     r.add_argument("--check", action="append")
+    pc = sub.add_parser("pieces")
+    pc.add_argument("--train", required=True)
+    pc.add_argument("--check", action="append")
     st = sub.add_parser("stored")
     st.add_argument("--beir", required=True)
     st.add_argument("--home", help="data folder holding eval/ (default: the usual one)")
@@ -711,6 +758,7 @@ def main() -> None:
         "rerank": rerank_tune,
         "joint": joint,
         "stored": stored_tune,
+        "pieces": pieces_table,
     }
     result = commands[args.command](args)
     emit("retrieval_tune", result)

@@ -135,13 +135,19 @@ class Backend(QObject):
         on_result: Callable[[T], None] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
         on_progress: Callable[[Any], None] | None = None,
+        on_finished: Callable[[], None] | None = None,
         min_interval_s: float = 0.0,
         engine: bool = False,
     ) -> Task[T] | None:
         """Run ``op`` on a worker thread with the open library (None, and ``on_error``
         told, while there is none); ``changed`` says what it changed once it succeeds.
-        Its errors go to ``on_error``, else to the status bar. ``engine``: on the thread
-        that indexes with the model (index jobs), not beside searches and answers."""
+        Its errors go to ``on_error``, else to the status bar; ``on_finished`` runs after
+        either. ``engine``: on the thread that indexes with the model (index jobs), not
+        beside searches and answers.
+
+        Every slot is connected before the task starts: one connected to the returned
+        task's signals afterwards misses a task that ends first (a worker can finish a
+        short read before this thread runs its next line)."""
         library = self.startup.library
         if library is None:
             if on_error is not None:
@@ -151,19 +157,30 @@ class Backend(QObject):
                     )
                 )
             return None
-        task = (self.engine if engine else self.background).submit(
-            lambda ctx: op.work(library, ctx),
-            name=op.name,
-            on_result=on_result,
-            on_error=on_error or self.notices.error,
-            on_progress=on_progress,
-            min_interval_s=min_interval_s,
-        )
         changes = op.changes
         if changes:
-            # After ``on_result``: the panel that asked has its answer before the rest redraw.
-            task.signals.result.connect(lambda _value: self.changed.emit(changes))
-        return task
+
+            def result(value: T) -> None:
+                # After ``on_result``: the panel that asked has its answer before the rest
+                # redraw (and they redraw even if that panel's slot failed).
+                try:
+                    if on_result is not None:
+                        on_result(value)
+                finally:
+                    self.changed.emit(changes)
+
+            handle_result: Callable[[T], None] | None = result
+        else:
+            handle_result = on_result
+        return (self.engine if engine else self.background).submit(
+            lambda ctx: op.work(library, ctx),
+            name=op.name,
+            on_result=handle_result,
+            on_error=on_error or self.notices.error,
+            on_progress=on_progress,
+            on_finished=on_finished,
+            min_interval_s=min_interval_s,
+        )
 
     def run_local(
         self,

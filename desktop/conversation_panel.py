@@ -961,10 +961,8 @@ class ConversationPanel(QFrame):
             mode="bm25" if widget.words_only else "hybrid",
             scope=self.scope,
         )
-        task = self.backend.run(search, on_result=found, on_error=failed)
+        task = self.backend.run(search, on_result=found, on_error=failed, on_finished=finished)
         self.task = task
-        if task is not None:
-            task.signals.finished.connect(finished)
         self._update_state()
 
     def _show_hits(self, widget: SearchResultsWidget, hits: list[Any]) -> None:
@@ -1020,6 +1018,8 @@ class ConversationPanel(QFrame):
             return
 
         def finished() -> None:
+            # Every answer says something about the server: ask it again right away.
+            self.backend.llm.check(quiet=True)
             self.task = None
             widget.turn.streaming = False
             widget.refresh()
@@ -1044,14 +1044,12 @@ class ConversationPanel(QFrame):
             scope=self.scope if self._scope_known else None,
             session=answer_session,
         )
-        task = self.backend.run(
-            asked, on_progress=event, on_error=lambda exc: self._failed(widget, exc)
+        self.task = self.backend.run(
+            asked,
+            on_progress=event,
+            on_error=lambda exc: self._failed(widget, exc),
+            on_finished=finished,
         )
-        self.task = task
-        if task is not None:
-            # Every answer says something about the server: ask it again right away.
-            task.signals.finished.connect(lambda: self.backend.llm.check(quiet=True))
-            task.signals.finished.connect(finished)
         self._update_state()
 
     def stop(self) -> None:

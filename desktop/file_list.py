@@ -610,11 +610,10 @@ class FileListWindow(QDialog):
             ops.file_list().then(make_rows),
             on_result=lambda rows: self._loaded(rows, fingerprint),
             on_error=self._load_failed,
+            on_finished=self._load_finished,
         )
         if task is None:
             self._loading = False
-            return
-        task.signals.finished.connect(self._load_finished)
 
     def _load_finished(self) -> None:
         self._loading = False

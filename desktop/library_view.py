@@ -137,11 +137,11 @@ class LibraryView(QObject):
         # would decide) and is never made again once the person said not now.
         advise = not self._runner.settings.model_offer_declined and not self._indexing()
         task = self._runner.run(
-            ops.library_overview(advise).then(snapshot_of), on_result=self._loaded
+            ops.library_overview(advise).then(snapshot_of),
+            on_result=self._loaded,
+            on_finished=self._finished,
         )
-        if task is not None:
-            self._refreshing = True
-            task.signals.finished.connect(self._finished)
+        self._refreshing = task is not None
 
     def _loaded(self, snapshot: LibrarySnapshot) -> None:
         previous, self.snapshot = self.snapshot, snapshot

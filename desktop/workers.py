@@ -210,6 +210,7 @@ class OpRunner(Protocol):
         on_result: Callable[[T], None] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
         on_progress: Callable[[Any], None] | None = None,
+        on_finished: Callable[[], None] | None = None,
         min_interval_s: float = 0.0,
         engine: bool = False,
     ) -> Task[T] | None: ...

@@ -210,16 +210,23 @@ def names(claim: str) -> list[str]:
     return found
 
 
+def _has_name(haystack: str, name: str) -> bool:
+    """Whether ``haystack`` (casefolded) has ``name``: each of its words (a source may
+    write "the Norse" where the answer says "Norse")."""
+    words = [w for w in re.findall(r"\w+", name.casefold()) if len(w) > 2]
+    return not words or all(re.search(r"\b" + re.escape(w), haystack) for w in words)
+
+
 def unverified_names(claim: str, sources: Sequence[str]) -> list[str]:
     haystack = " ".join(sources).casefold()
-    missing = []
-    for name in names(claim):
-        words = [w for w in re.findall(r"\w+", name.casefold()) if len(w) > 2]
-        # A name counts as found when each of its words is (a source may write "the
-        # Norse" where the answer says "Norse").
-        if words and not all(re.search(r"\b" + re.escape(w), haystack) for w in words):
-            missing.append(name)
-    return missing
+    return [name for name in names(claim) if not _has_name(haystack, name)]
+
+
+def _holds(text: str, item: str) -> bool:
+    """Whether ``text`` has ``item``, a figure or a name that ``_lacking`` gave."""
+    if item in identifiers(item):
+        return _contains_token(_norm_digits(text), item)
+    return _has_name(text.casefold(), item)
 
 
 # --- spans ----------------------------------------------------------------------------
@@ -255,6 +262,13 @@ def _score_sentences(
     return scored
 
 
+_NEIGHBOUR_SCORE = 0.6  # of the best sentence's score, for a neighbour read with it
+# A sentence that opens by referring to the one before: its subject is that sentence's.
+_REFERS_BACK = re.compile(
+    r"\s*(?:he|she|his|her|it|its|they|their|this|these|those|such)\b", re.IGNORECASE
+)
+
+
 def _title_line(text: str) -> bool:
     """A line that names rather than states ("Harvard University", a file's first line):
     never the evidence for a sentence."""
@@ -277,7 +291,11 @@ def _pick(claim: str, scored: list[_Scored], text: str = "") -> list[tuple[int, 
         for j in (best_i + 1, best_i - 1):
             if 0 <= j < len(scored):
                 gain = len(missing & scored[j].words)
-                if gain >= 2 and gain / len(needed) >= 0.2 and scored[j].score >= 0.6 * best.score:
+                if (
+                    gain >= 2
+                    and gain / len(needed) >= 0.2
+                    and scored[j].score >= _NEIGHBOUR_SCORE * best.score
+                ):
                     chosen.append(j)
                     break
     chosen.sort()
@@ -494,6 +512,37 @@ class SpanFinder:
             out.append(Span(start=lo, end=hi, page=page, text=text))
         return tuple(out)
 
+    def continued(self, claim: str, hit: Hit, lacking: Sequence[str]) -> tuple[Span, ...]:
+        """Two sentences of ``hit`` that say ``claim`` together, when the sentence most
+        like it lacks some of its names or figures (``lacking``): one of the best, and
+        the next, which holds them all and opens by referring back to it ("… was a man
+        whose name the ledger records. His name was Tobias Grell"). () when none does.
+
+        Only a sentence that refers back is read with the one before: a next sentence
+        about someone else ("Harold Wilson, then leader of the opposition, …") does not
+        make the first one say its name."""
+        sentences = self.sentences(hit)
+        if len(sentences) < 2 or not lacking:
+            return ()
+        if self.embedder is not None:
+            self.prepare([claim], [hit])
+        scored = _score_sentences(
+            claim, self._claims.get(claim), hit.text, sentences, self._vectors.get(self._key(hit))
+        )
+        best = max(s.score for s in scored)
+        pairs = [
+            j
+            for j in range(1, len(scored))
+            if scored[j - 1].score >= _NEIGHBOUR_SCORE * best
+            and _REFERS_BACK.match(hit.text[scored[j].start : scored[j].end])
+            and all(_holds(hit.text[scored[j].start : scored[j].end], m) for m in lacking)
+        ]
+        if not pairs:
+            return ()
+        j = max(pairs, key=lambda i: scored[i - 1].score + scored[i].score)
+        pieces = [(scored[j - 1].start, scored[j - 1].end), (scored[j].start, scored[j].end)]
+        return self.grown(hit, to_spans(hit, pieces, self.page_of), claim)
+
     def best_score(self, claim: str, hit: Hit) -> float:
         sentences = self.sentences(hit)
         if not sentences:
@@ -672,6 +721,11 @@ def verify_answer(
             # claim that is in the source but not in that passage (the subjects swapped,
             # "Wilson" for "Heath") is not supported by it.
             swapped = _lacking(sentence.claim, _said_about(hit, spans, finder)) if spans else []
+            if swapped:
+                # The sentence most like the claim lacks its name; the next may give it.
+                spans = finder.continued(sentence.claim, hit, swapped)
+                if spans:
+                    swapped = _lacking(sentence.claim, _said_about(hit, spans, finder))
             if swapped:
                 missing.extend(m for m in swapped if m not in missing)
                 spans = ()

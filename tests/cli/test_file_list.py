@@ -358,13 +358,30 @@ def test_the_window_lists_every_file_failed_first_and_filters_and_sorts(
     assert files.isVisible() and len(shown(files)) == 4
 
 
+def finish_before_the_caller_goes_on(backend: Any) -> None:
+    """Each read the window starts ends before the window's thread runs its next line, as
+    when a busy machine leaves that thread off the CPU while a worker reads the list
+    (CI's run of 2026-12-07 hung there): a slot connected after the start never runs."""
+    submit = backend.background.submit
+
+    def submit_and_wait(*args: Any, **kwargs: Any) -> Any:
+        task = submit(*args, **kwargs)
+        task.done.wait(30)
+        time.sleep(0.05)  # past the worker's last signal, sent after ``done``
+        return task
+
+    backend.background.submit = submit_and_wait
+
+
 @qt
 @pytest.mark.slow
+@pytest.mark.parametrize("reads_end_first", [False, True], ids=["as-usual", "reads-end-first"])
 def test_retry_on_a_failed_row_queues_it_and_the_list_follows(
     qtbot: Any,
     open_window: Callable[..., Any],
     embedder: Any,
     tmp_path: Path,
+    reads_end_first: bool,
 ) -> None:
     from desktop.file_list import COL_STATE
     from tests.fake_ollama import unused_port
@@ -375,6 +392,8 @@ def test_retry_on_a_failed_row_queues_it_and_the_list_follows(
     with Library(Settings(home=home), embedder=embedder) as lib:
         lib.index([folder])
     window = open_window(url=f"http://127.0.0.1:{unused_port()}", home=home)
+    if reads_end_first:
+        finish_before_the_caller_goes_on(window.backend)
     files = open_file_list(qtbot, window)
     assert shown(files)[0] == BROKEN_PDF
     # The person fixes the file, then retries it from the list.

@@ -382,6 +382,48 @@ def test_swapped_subjects_are_not_supported(embedder: Embedder) -> None:
     assert right.unverified == () and right.citations[0].spans
 
 
+# CI's run of 2026-12-07: SmolLM2 joined two sentences into one claim ("The keeper of the
+# Harwick lighthouse in 1887 was Tobias Grell"), and the sentence most like it lacked the
+# name: the citation was shown with no passage.
+MILL = make_hit(
+    "The mill on the Avon river was rebuilt after the flood of 1902. "
+    "The rebuilt mill on the Avon river was bought in 1911 by a miller from the north. "
+    "His name was Josiah Penhallow, and he ground corn there until 1940. "
+    "The town's market hall was built in 1890.",
+    chunk_id=13,
+    path="/docs/avon_mill.txt",
+)
+
+
+def test_a_name_given_by_the_next_sentence_is_cited_with_the_one_it_continues(
+    embedder: Embedder,
+) -> None:
+    report = verify_answer(
+        "The rebuilt mill on the Avon river was bought in 1911 by Josiah Penhallow [1].",
+        [MILL],
+        embedder,
+    )
+    assert report.unverified == ()
+    [citation] = report.citations
+    assert [sp.text for sp in citation.spans] == [
+        "The rebuilt mill on the Avon river was bought in 1911 by a miller from the north. "
+        "His name was Josiah Penhallow, and he ground corn there until 1940."
+    ]
+    # A next sentence about someone else does not lend its name (the Heath test above).
+    other = make_hit(
+        MILL.text.replace(
+            "His name was Josiah Penhallow, and he", "Josiah Penhallow, the town's baker,"
+        ),
+        chunk_id=14,
+    )
+    wrong = verify_answer(
+        "The rebuilt mill on the Avon river was bought in 1911 by Josiah Penhallow [1].",
+        [other],
+        embedder,
+    )
+    assert wrong.citations and wrong.citations[0].spans == ()
+
+
 def test_a_title_line_is_never_the_evidence(embedder: Embedder) -> None:
     report = verify_answer("It is at Harvard University [1].", [LIBRARY], embedder)
     assert report.citations
