@@ -344,13 +344,24 @@ class LibraryPanel(QFrame):
         item keeps the height it is given: a fixed one cut "1 skipped" in a narrow
         sidebar)."""
         width = self.tree.viewport().width() - self.tree.indentation()
+        changed = False
         for item in self._folder_items():
             row = self.tree.itemWidget(item, 0)
             if row is None or width <= 0:
                 continue
+            # The row's layout keeps its height for a width until its next layout pass: a
+            # new count's text would be measured at the old text's height.
+            layout = row.layout()
+            if layout is not None:
+                layout.invalidate()
             height = max(FOLDER_ROW_HEIGHT, row.heightForWidth(width) + ITEM_PADDING)
             if item.sizeHint(0).height() != height:
                 item.setSizeHint(0, QSize(100, height))
+                changed = True
+        if changed:
+            # A new size hint alone left the row widget at its old height inside the
+            # taller item (seen in a real window: "1 skipped" cut in half).
+            self.tree.doItemsLayout()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.Resize:

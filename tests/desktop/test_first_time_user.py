@@ -407,6 +407,40 @@ def test_five_folders_show_whole_at_1440x900_with_a_visible_splitter(
     assert len(colors) > 1 or window.theme.palette.sidebar not in colors
 
 
+def test_a_folder_row_grows_with_its_counts(
+    qtbot: Any, open_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    """Counts that wrap onto a new line while indexing (OCR, waiting) grow the row; the
+    row's layout kept its height for the old text, and a real window showed the tree's
+    row widget at its old height: "1 skipped" cut in half."""
+    from dataclasses import replace
+
+    window = open_window(url="")
+    window.resize(1400, 900)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "note.txt").write_text("The parking rules.\n", encoding="utf-8")
+    base.drop(window, folder)
+    qtbot.waitUntil(lambda: len(window.library._rows) == 1, timeout=60_000)
+    qtbot.waitUntil(lambda: not window.backend.indexing.active, timeout=120_000)
+    # The last refresh of the run's end would undo the counts set below.
+    qtbot.wait(1500)
+    qtbot.waitUntil(lambda: not window.backend.view._refreshing, timeout=10_000)
+    panel = window.library
+    snapshot = panel.snapshot
+    assert snapshot is not None
+    row = panel._rows[snapshot.folders[0].path]
+    lines = row.counts.heightForWidth(row.counts.width())
+    busy = replace(snapshot.folders[0], ocr=12, failed=1, skipped=1, pending=30)
+    panel.set_snapshot(replace(snapshot, folders=(busy,)))
+    qtbot.wait(50)
+    assert row.counts.heightForWidth(row.counts.width()) > lines  # it wraps further
+    assert shown_whole(row.counts), row.counts.text()
+    assert row.height() >= row.heightForWidth(row.width())
+    item = panel.tree.visualItemRect(panel.tree.topLevelItem(0))
+    assert row.geometry().bottom() <= item.bottom()
+
+
 # --- the evidence panel --------------------------------------------------------------------
 
 POLICY_PDF = SAMPLE_DOCS / "security-policy.pdf"
