@@ -264,6 +264,8 @@ def _score_sentences(
 
 _NEIGHBOUR_SCORE = 0.6  # of the best sentence's score, for a neighbour read with it
 # A sentence that opens by referring to the one before: its subject is that sentence's.
+# English words only; in other languages the pair is not read and the citation stays
+# without evidence, as before this rule.
 _REFERS_BACK = re.compile(
     r"\s*(?:he|she|his|her|it|its|they|their|this|these|those|such)\b", re.IGNORECASE
 )
