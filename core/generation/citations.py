@@ -468,15 +468,21 @@ class SpanFinder:
         self.prepare([claim], [hit])
         return self._claims.get(claim), self._vectors.get(self._key(hit))
 
-    def find(self, claim: str, hit: Hit) -> tuple[Span, ...]:
+    def _scored(self, claim: str, hit: Hit) -> list[_Scored]:
+        """``hit``'s sentences scored against ``claim`` ([] when it has none)."""
         sentences = self.sentences(hit)
         if not sentences:
-            return ()
+            return []
         if self.embedder is not None:
             self.prepare([claim], [hit])
-        scored = _score_sentences(
+        return _score_sentences(
             claim, self._claims.get(claim), hit.text, sentences, self._vectors.get(self._key(hit))
         )
+
+    def find(self, claim: str, hit: Hit) -> tuple[Span, ...]:
+        scored = self._scored(claim, hit)
+        if not scored:
+            return ()
         return self.grown(hit, to_spans(hit, _pick(claim, scored, hit.text), self.page_of), claim)
 
     def grown(self, hit: Hit, spans: tuple[Span, ...], claim: str) -> tuple[Span, ...]:
@@ -523,14 +529,9 @@ class SpanFinder:
         Only a sentence that refers back is read with the one before: a next sentence
         about someone else ("Harold Wilson, then leader of the opposition, …") does not
         make the first one say its name."""
-        sentences = self.sentences(hit)
-        if len(sentences) < 2 or not lacking:
+        scored = self._scored(claim, hit) if lacking else []
+        if len(scored) < 2:
             return ()
-        if self.embedder is not None:
-            self.prepare([claim], [hit])
-        scored = _score_sentences(
-            claim, self._claims.get(claim), hit.text, sentences, self._vectors.get(self._key(hit))
-        )
         best = max(s.score for s in scored)
         pairs = [
             j
@@ -546,15 +547,8 @@ class SpanFinder:
         return self.grown(hit, to_spans(hit, pieces, self.page_of), claim)
 
     def best_score(self, claim: str, hit: Hit) -> float:
-        sentences = self.sentences(hit)
-        if not sentences:
-            return 0.0
-        if self.embedder is not None:
-            self.prepare([claim], [hit])
-        scored = _score_sentences(
-            claim, self._claims.get(claim), hit.text, sentences, self._vectors.get(self._key(hit))
-        )
-        return max(s.score for s in scored)
+        scored = self._scored(claim, hit)
+        return max((s.score for s in scored), default=0.0)
 
 
 def find_spans(

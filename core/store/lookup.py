@@ -80,9 +80,19 @@ def hits_for(db: Database, chunk_ids: Sequence[int]) -> dict[int, Hit]:
         .fetchall()
     )
     hits = {}
-    for row in rows:
-        chunk_id, document_id, text, start, end, page, page_end, heading_path = row[:8]
-        path, title, doc_type = row[8:]
+    for (
+        chunk_id,
+        document_id,
+        text,
+        start,
+        end,
+        page,
+        page_end,
+        heading_path,
+        path,
+        title,
+        doc_type,
+    ) in rows:
         hits[int(chunk_id)] = Hit(
             chunk_id=int(chunk_id),
             document_id=int(document_id),
