@@ -54,8 +54,8 @@ from core.evaluation.answers import (  # noqa: E402
     write_paragraphs,
 )
 from core.generation import extractive  # noqa: E402
-from core.generation.citations import SpanFinder  # noqa: E402
 from core.generation.decline import DeclineModel, DeclineSignals  # noqa: E402
+from core.generation.qa import answer_finder  # noqa: E402
 from core.library import Library  # noqa: E402
 from core.retrieval.search import ANSWER_LEAD  # noqa: E402
 
@@ -169,7 +169,8 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
 
 def _ask(library: Library, q: AnswerQuestion, k: int, embedder: Any) -> dict[str, Any]:
     hits = library.search(q.question, k=k, lead=ANSWER_LEAD)
-    finder = SpanFinder(embedder)
+    # As an answer reads them: a table's header above a passage that starts inside it.
+    finder = answer_finder(library, hits, embedder)
     never = extractive.extract_answer(
         q.question, hits, embedder, finder=finder, rules=extractive.NEVER
     )

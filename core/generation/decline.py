@@ -77,21 +77,21 @@ class DeclineModel:
 # held out, against 0.42 (docs/decisions/answers-on-real-documents.md).
 MODEL = DeclineModel(
     weights=(
-        7.2099,  # best
-        -3.7978,  # cosine
-        -2.4641,  # overlap
-        1.5066,  # coverage
-        0.5714,  # margin
-        -1.1717,  # names_missing
-        1.9137,  # words_missing
-        -7.6785,  # drop
-        -7.096,  # shift
-        -0.3285,  # typed
-        -3.0149,  # negation_unmet
-        -1.1597,  # counted_unmet
-        0.6918,  # tabular
-        -0.3514,  # foreign
+        8.1462,  # best
+        -4.4015,  # cosine
+        -2.5392,  # overlap
+        1.3354,  # coverage
+        0.3354,  # margin
+        -0.9301,  # names_missing
+        1.7895,  # words_missing
+        -7.4576,  # drop
+        -5.9984,  # shift
+        -0.3456,  # typed
+        -4.2312,  # negation_unmet
+        -1.1664,  # counted_unmet
+        0.8356,  # tabular
+        -0.3725,  # foreign
     ),
-    bias=-3.6664,
-    threshold=0.24,
+    bias=-3.8349,
+    threshold=0.2,
 )

@@ -473,20 +473,116 @@ def _labels_with_values(
     return out, joined
 
 
-def _caption_before(text: str, start: int) -> str:
-    """The nearest line above ``start`` that is not a row of figures (a table's title or
-    column names), when it is within a few lines."""
-    lines = text[max(0, start - 2_000) : start].splitlines()
-    for line in reversed(lines[-12:]):
+# A year or a span of years ("2001", "1951-1961", "2001-02"): as a table's column name.
+_YEAR_SPAN = re.compile(r"(?:18|19|20)\d\d(?:[-–/](?:(?:18|19|20)?\d\d))?")
+_CELL = re.compile(_NUMBER_TOKEN.pattern + r"|(?<!\S)[-–—](?!\S)")  # a figure or "-" (none)
+_ROWS_LOOKED_THROUGH = 400  # lines of a long table walked up for its column names
+
+
+def _column_line(line: str) -> bool:
+    """A line of figures that are all years or spans of years ("States/Union Territories
+    1951-1961 1961-1971 …", "2001 2002 2003", "2001-07"): a table's column names or its
+    period, not its values."""
+    body = _LABEL_NUMBER.sub(" ", line)
+    found = [t.strip("()[],;:") for t in body.split() if any(c.isdigit() for c in t)]
+    return _figure_line(line) and all(_YEAR_SPAN.fullmatch(t) for t in found)
+
+
+# A table's numbered title ("Table 4: State-wise…", "tABLE 2. Selected…", "Tabla 3 -…"),
+# not a sentence that refers to one ("(Table 1). Householders…").
+_TABLE_TITLE = re.compile(
+    r"^\W{0,2}(?:table|tab|tabla|tableau|tabelle|tabella|tabel|таблица)\.?\s*"
+    r"[\dIVXLC]+(?:[.-]\d+)*[.:]?\s+\S",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class _FigureTable:
+    """What a row of figures is read with: the line that names what the figures are, the
+    table's column names where a line of years gives them, and the table's title."""
+
+    caption: str = ""
+    columns: str = ""  # "States/Union Territories 1951-1961 1961-1971 …"
+    title: str = ""  # "TABLE 2. Selected characteristics of householders in unhealthy…"
+
+    def named(self, labelled: bool) -> str:
+        """What the row is read after: title, caption and (unless the row already names
+        its columns) the column names."""
+        parts = (self.title if self.title != self.caption else "", self.caption)
+        lead = " — ".join(p for p in parts if p)
+        columns = "" if labelled else self.columns
+        return f"{lead}: {columns}" if lead and columns else lead or columns
+
+
+def _figure_table(lines_above: Sequence[str]) -> _FigureTable:
+    """The caption, column names and title above a row of figures, from ``lines_above``
+    (nearest first): the rows between are walked over to the nearest line that is not a
+    row (a table's title or unit, a group of rows' label) and the column names under or
+    just above it, then on up to the table's numbered title. One caption line: more took
+    in what the document says beside the table (a bill's rows read with the dentist's
+    name above them outscored the line naming her)."""
+    caption, columns = "", ""
+    after_caption = 0  # lines read since the caption
+    for line in lines_above[:_ROWS_LOOKED_THROUGH]:
         line = line.strip()
-        if line and not _figure_line(line) and not _is_value(line):
-            return _clean(line)[:_CAPTION_CHARS]
-    return ""
+        if not line or _is_value(line):
+            continue
+        if _TABLE_TITLE.match(line):
+            title = _clean(line)[:_CAPTION_CHARS]
+            return _FigureTable(caption or title, columns, title)
+        if caption:
+            after_caption += 1
+        if _column_line(line) and after_caption <= 1:
+            columns = columns or line  # under the caption, or the line just above it
+        elif not caption and not _figure_line(line):
+            caption = _clean(line)[:_CAPTION_CHARS]
+    return _FigureTable(caption, columns)
+
+
+def _labelled_figures(row: str, columns: str) -> str:
+    """``row`` with each figure after the year it stands under ("States/Union Territories:
+    Kerala; 1951-1961: 24.76; …"), when the column names count as many figures; "" when
+    they do not line up."""
+    names = [
+        m for m in re.finditer(r"\S+", columns) if _YEAR_SPAN.fullmatch(m.group(0).strip("()"))
+    ]
+    cells = [m for m in _CELL.finditer(row)]
+    if not names or len(names) != len(cells):
+        return ""
+    label_name = columns[: names[0].start()].strip(" :")
+    label = row[: cells[0].start()].strip(" :.")
+    parts = [f"{label_name}: {label}" if label_name and label else label]
+    parts += [
+        f"{n.group(0)}: {c.group(0)}"
+        for n, c in zip(names, cells, strict=True)
+        if _NUMBER_TOKEN.fullmatch(c.group(0))  # "-" stands for no figure
+    ]
+    return "; ".join(p for p in parts if p)
+
+
+def _figure_tables(finder: SpanFinder) -> Callable[[Hit, int], _FigureTable]:
+    """``_figure_table`` for a row at an offset of a hit: the lines above it in the passage
+    and, when the table's title is not among them (a passage that starts inside a long
+    table), in the document before the passage."""
+
+    def read(hit: Hit, start: int) -> _FigureTable:
+        found = _figure_table(hit.text[:start].splitlines()[::-1])
+        if found.title or hit.start <= 0 or finder.text_of is None:
+            return found
+        document = finder.text_of(hit)
+        if not document or document[hit.start : hit.end] != hit.text:
+            return found
+        before = document[max(0, hit.start - _ABOVE_LIMIT) : hit.start]
+        return _figure_table((before + hit.text[:start]).splitlines()[::-1])
+
+    return read
 
 
 def _units(hits: Sequence[Hit], finder: SpanFinder) -> list[_Unit]:
     """The answerable units of ``hits``, in order within each hit."""
     units: list[_Unit] = []
+    figure_table = _figure_tables(finder)
     seen: set[str] = set()
     for i, hit in enumerate(hits):
         text = hit.text
@@ -536,10 +632,14 @@ def _units(hits: Sequence[Hit], finder: SpanFinder) -> list[_Unit]:
                 context = f"{title}: {shown}" if title else shown
                 found.append(_Unit(i, s, e, shown, "field", context))
             elif (s, e) in figure_rows and not header:
-                # A row of figures is read with the line that names what they are.
-                caption = _caption_before(text, s)
-                context = f"{caption}: {shown}" if caption else shown
-                found.append(_Unit(i, s, e, shown, "row", context))
+                if _column_line(piece):
+                    continue  # a table's column names: each row below is read with them
+                # A row of figures is read with its table's title and column names.
+                rows_table = figure_table(hit, s)
+                row = _labelled_figures(shown, rows_table.columns)
+                named = rows_table.named(labelled=bool(row))
+                row = row or shown
+                found.append(_Unit(i, s, e, row, "row", f"{named}: {row}" if named else row))
             else:
                 found.append(_Unit(i, s, e, shown, "sentence", shown))
         for s, e, names in table:

@@ -204,6 +204,13 @@ def _text_lookup(library: Library) -> Callable[[Hit], str | None]:
     return text_of
 
 
+def answer_finder(library: Library, hits: Sequence[Hit], embedder: Embedder | None) -> SpanFinder:
+    """The span finder an answer over ``hits`` uses: it reads pages, and a document's whole
+    text where a passage starts inside a table (its header is above) or a cited sentence
+    runs past its chunk. Benches that measure the answer use the same one."""
+    return SpanFinder(embedder, _page_lookup(library, hits), text_of=_text_lookup(library))
+
+
 def _warning(kind: WarningKind, message: str) -> WarningEvent:
     return WarningEvent(message=message, kind=kind)
 
@@ -474,12 +481,7 @@ class _Question:
         key = tuple(h.chunk_id for h in hits)
         if self.run.finder is None or self.run.finder[0] != key:
             # The document's text: the header of a table a passage starts inside.
-            found = SpanFinder(
-                _embedder(self.library),
-                _page_lookup(self.library, hits),
-                text_of=_text_lookup(self.library),
-            )
-            self.run.finder = (key, found)
+            self.run.finder = (key, answer_finder(self.library, hits, _embedder(self.library)))
         return self.run.finder[1]
 
     def quote(self, hits: Sequence[Hit]) -> ExtractiveAnswer:
@@ -970,9 +972,7 @@ def _stream(
         partial,
         sources,
         embedder,
-        finder=SpanFinder(
-            embedder, _page_lookup(q.library, sources), text_of=_text_lookup(q.library)
-        ),
+        finder=answer_finder(q.library, sources, embedder),
         tag=prompt.tag,
     )
     run.mark("citations_s", t)

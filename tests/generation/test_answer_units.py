@@ -7,8 +7,11 @@ figure is quoted beside the table's caption that only talks about it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from core.embedding.models import Embedder
-from core.generation.extractive import extract_answer, has_type
+from core.generation.citations import SpanFinder
+from core.generation.extractive import NEVER, extract_answer, has_type, score_sentences
 from core.text import split_sentences
 from tests.helpers import text_hit
 
@@ -120,8 +123,51 @@ def test_the_row_holding_the_figure_is_quoted_beside_its_caption(embedder: Embed
         embedder,
     )
     assert not answer.declined
-    assert "Kerala 14.32 9.43 4.86" in answer.text
+    assert "States: Kerala; 1981-1991: 14.32; 1991-2001: 9.43; 2001-2011: 4.86" in answer.text
     assert "Goa" not in answer.text and "Odisha" not in answer.text
+    # The column names are read with each row, never quoted on their own.
+    units = score_sentences("Which columns does the table have?", [text_hit(GROWTH)], embedder)
+    assert not any(u.text.startswith("States 1981-1991") for u in units)
+
+
+# A long table as pypdf gives it, split into passages by rows: the passage holding Kerala
+# starts below the table's title and column names.
+LONG_GROWTH = (
+    "6\nTABLE 4: STATE-WISE DECADAL GROWTH RATE OF POPULATION\n(Per cent)\n"
+    "States/Union Territories 1951-1961 1961-1971 1971-1981 1981-1991 1991-2001 2001-2011\n"
+    "Andhra Pradesh 15.65 20.90 23.10 24.20 14.59 11.10\n"
+    "Arunachal Pradesh - 38.91 35.15 36.83 27.00 25.92\n"
+    "Assam 34.98 34.95 23.36 24.24 18.92 16.93\n"
+    "Bihar 19.79 20.91 24.16 23.38 28.62 25.07\n"
+    "Goa 7.77 34.77 26.74 16.08 15.21 8.17\n"
+    "Gujarat 26.88 29.39 27.67 21.19 22.66 19.17\n"
+    "Karnataka 21.57 24.22 26.75 21.12 17.51 15.67\n"
+    "Kerala 24.76 26.29 19.24 14.32 9.43 4.86\n"
+    "Lakshadweep 14.61 31.95 26.53 28.47 17.30 6.23\n"
+)
+
+
+def test_a_row_of_a_long_table_is_read_with_the_names_above_its_passage(
+    embedder: Embedder,
+) -> None:
+    start = LONG_GROWTH.index("Goa")
+    passage = LONG_GROWTH[start:]
+    hit = replace(text_hit(passage), start=start, end=len(LONG_GROWTH))
+    finder = SpanFinder(embedder, text_of=lambda _hit: LONG_GROWTH)
+    answer = extract_answer(
+        "What was Kerala's decadal population growth rate for 2001-2011, in per cent?",
+        [hit],
+        embedder,
+        finder=finder,
+    )
+    assert not answer.declined
+    assert "States/Union Territories: Kerala; " in answer.text
+    assert "1991-2001: 9.43; 2001-2011: 4.86" in answer.text
+    # The quote points at the row in the document.
+    (citation,) = answer.citations
+    assert [LONG_GROWTH[s.start : s.end] for s in citation.spans] == [
+        "Kerala 24.76 26.29 19.24 14.32 9.43 4.86"
+    ]
 
 
 def test_a_year_is_not_an_amount() -> None:
@@ -145,3 +191,49 @@ def test_a_sentence_cut_by_a_page_break_is_quoted_whole(embedder: Embedder) -> N
     )
     assert not answer.declined
     assert "The final report lists 189 fatalities among the passengers" in answer.text
+
+
+# Two tables with the same rows, told apart only by their titles, which their rows'
+# passages do not hold (a report's tables as pypdf gives them).
+HOUSING = (
+    "tABLE 1. Selected characteristics of householders in inadequate housing, 2007 and 2009\n"
+    "Characteristic\n"
+    "Sex\n"
+    "Male 61,206 3,837 (6.3) Ref. 60,721 3,608 (5.9) Ref.\n"
+    "Female 49,486 3,236 (6.5) 1.0 (1.0-1.1) 51,084 3,345 (6.5) 1.1 (1.0-1.2)\n"
+    "U.S. Census region\n"
+    "Northeast 23,128 1,096 (5.4) 1.3 (1.0-1.5) 23,316 1,320 (6.5) 1.6 (1.3-1.9)\n"
+    "Midwest 29,202 1,063 (4.2) 1.0 (0.8-1.2) 29,403 1,092 (4.3) 1.0 (0.9-1.3)\n"
+    "The proportion of inadequate housing units did not change from 2007 to 2009.\n"
+    "tABLE 2. Selected characteristics of householders in unhealthy housing, 2007 and 2009\n"
+    "Characteristic\n"
+    "Sex\n"
+    "Male 61,206 14,037 (22.9) Ref. 60,721 13,647 (22.5) Ref.\n"
+    "Female 49,486 12,303 (24.9) 1.1 (1.1-1.2) 51,084 12,549 (24.6) 1.1 (1.1-1.2)\n"
+    "U.S. Census region\n"
+    "Northeast 23,128 6,390 (31.3) 2.0 (1.8-2.1) 23,316 5,538 (27.1) 1.6 (1.4-1.7)\n"
+    "Midwest 29,202 6,426 (25.4) 1.5 (1.3-1.6) 29,403 6,878 (27.1) 1.6 (1.4-1.7)\n"
+)
+
+
+def test_a_row_is_read_with_its_tables_title(embedder: Embedder) -> None:
+    hits = []
+    for n, region in enumerate(
+        (
+            "U.S. Census region\nNortheast 23,128 1,096",
+            "U.S. Census region\nNortheast 23,128 6,390",
+        ),
+        1,
+    ):
+        start = HOUSING.index(region)
+        end = HOUSING.index("\n", HOUSING.index("Midwest", start)) + 1
+        hits.append(replace(text_hit(HOUSING[start:end], n), document_id=1, start=start, end=end))
+    finder = SpanFinder(embedder, text_of=lambda _hit: HOUSING)
+    question = "In 2007, how many unhealthy housing units were there in the Northeast?"
+    best = score_sentences(question, hits, embedder, finder=finder)[0]
+    assert best.text.startswith("Northeast 23,128 6,390 (31.3)")
+    assert best.context.startswith("tABLE 2. Selected characteristics")
+    # What is quoted when the answer is given (whether to decline is the decline model's).
+    answer = extract_answer(question, hits, embedder, finder=finder, rules=NEVER)
+    assert "Northeast 23,128 6,390 (31.3)" in answer.text
+    assert "1,096" not in answer.text
