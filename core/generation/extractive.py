@@ -565,16 +565,24 @@ def _figure_tables(finder: SpanFinder) -> Callable[[Hit, int], _FigureTable]:
     """``_figure_table`` for a row at an offset of a hit: the lines above it in the passage
     and, when the table's title is not among them (a passage that starts inside a long
     table), in the document before the passage."""
+    above_passage: dict[int, list[str]] = {}  # by chunk: the document's lines before it
+
+    def lines_before(hit: Hit) -> list[str]:
+        if hit.chunk_id not in above_passage:
+            document = finder.text_of(hit) if finder.text_of is not None else None
+            lines: list[str] = []
+            if document and document[hit.start : hit.end] == hit.text:
+                before = document[max(0, hit.start - _ABOVE_LIMIT) : hit.start]
+                lines = before.splitlines()[::-1][:_ROWS_LOOKED_THROUGH]
+            above_passage[hit.chunk_id] = lines
+        return above_passage[hit.chunk_id]
 
     def read(hit: Hit, start: int) -> _FigureTable:
-        found = _figure_table(hit.text[:start].splitlines()[::-1])
-        if found.title or hit.start <= 0 or finder.text_of is None:
+        in_passage = hit.text[:start].splitlines()[::-1]
+        found = _figure_table(in_passage)
+        if found.title or hit.start <= 0:
             return found
-        document = finder.text_of(hit)
-        if not document or document[hit.start : hit.end] != hit.text:
-            return found
-        before = document[max(0, hit.start - _ABOVE_LIMIT) : hit.start]
-        return _figure_table((before + hit.text[:start]).splitlines()[::-1])
+        return _figure_table(in_passage + lines_before(hit))
 
     return read
 
