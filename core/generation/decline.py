@@ -74,7 +74,8 @@ class DeclineModel:
 # What it learns is whether the quote holds the answer (an answerable question's quote
 # that holds none is no better than a decline to the person reading it). Fit to "the
 # question is answerable" instead, it declined 0.20 of the real documents' near misses
-# held out, against 0.42 (docs/decisions/answers-on-real-documents.md).
+# held out, against 0.42 when both were measured (2026-12-06;
+# docs/decisions/answers-on-real-documents.md).
 MODEL = DeclineModel(
     weights=(
         8.1462,  # best
