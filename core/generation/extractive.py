@@ -53,7 +53,9 @@ alone, and only when each of them has every word of the question that any of the
 
 from __future__ import annotations
 
+import bisect
 import difflib
+import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -515,27 +517,45 @@ class _FigureTable:
         return f"{lead}: {columns}" if lead and columns else lead or columns
 
 
-def _figure_table(lines_above: Sequence[str]) -> _FigureTable:
-    """The caption, column names and title above a row of figures, from ``lines_above``
-    (nearest first): the rows between are walked over to the nearest line that is not a
-    row (a table's title or unit, a group of rows' label) and the column names under or
-    just above it, then on up to the table's numbered title. One caption line: more took
-    in what the document says beside the table (a bill's rows read with the dentist's
-    name above them outscored the line naming her)."""
-    caption, columns = "", ""
-    after_caption = 0  # lines read since the caption
-    for line in lines_above[:_ROWS_LOOKED_THROUGH]:
+def _line_kinds(lines: Sequence[str]) -> list[tuple[str, str]]:
+    """Each line, stripped, with what it is to a table above a row of figures: "title",
+    "columns", "row", "text", or "" (blank, or a value alone: passed over). Computed once
+    per passage: a long table's rows each walk the same lines."""
+    out = []
+    for line in lines:
         line = line.strip()
         if not line or _is_value(line):
+            kind = ""
+        elif _TABLE_TITLE.match(line):
+            kind = "title"
+        elif _column_line(line):
+            kind = "columns"
+        else:
+            kind = "row" if _figure_line(line) else "text"
+        out.append((kind, line))
+    return out
+
+
+def _figure_table(lines_above: Sequence[tuple[str, str]]) -> _FigureTable:
+    """The caption, column names and title above a row of figures, from ``lines_above``
+    (nearest first, as ``_line_kinds`` gives them): the rows between are walked over to
+    the nearest line that is not a row (a table's title or unit, a group of rows' label)
+    and the column names under or just above it, then on up to the table's numbered
+    title. One caption line: more took in what the document says beside the table (a
+    bill's rows read with the dentist's name above them outscored the line naming her)."""
+    caption, columns = "", ""
+    after_caption = 0  # lines read since the caption
+    for kind, line in lines_above[:_ROWS_LOOKED_THROUGH]:
+        if not kind:
             continue
-        if _TABLE_TITLE.match(line):
+        if kind == "title":
             title = _clean(line)[:_CAPTION_CHARS]
             return _FigureTable(caption or title, columns, title)
         if caption:
             after_caption += 1
-        if _column_line(line) and after_caption <= 1:
+        if kind == "columns" and after_caption <= 1:
             columns = columns or line  # under the caption, or the line just above it
-        elif not caption and not _figure_line(line):
+        elif not caption and kind == "text":
             caption = _clean(line)[:_CAPTION_CHARS]
     return _FigureTable(caption, columns)
 
@@ -565,24 +585,33 @@ def _figure_tables(finder: SpanFinder) -> Callable[[Hit, int], _FigureTable]:
     """``_figure_table`` for a row at an offset of a hit: the lines above it in the passage
     and, when the table's title is not among them (a passage that starts inside a long
     table), in the document before the passage."""
-    above_passage: dict[int, list[str]] = {}  # by chunk: the document's lines before it
+    passages: dict[int, tuple[list[int], list[tuple[str, str]]]] = {}  # line starts, kinds
+    above_passage: dict[int, list[tuple[str, str]]] = {}  # the document's lines before it
 
-    def lines_before(hit: Hit) -> list[str]:
+    def in_passage(hit: Hit, start: int) -> list[tuple[str, str]]:
+        if hit.chunk_id not in passages:
+            lines = hit.text.splitlines(keepends=True)
+            starts = list(itertools.accumulate((len(line) for line in lines), initial=0))
+            passages[hit.chunk_id] = (starts[:-1], _line_kinds(lines))
+        starts, kinds = passages[hit.chunk_id]
+        return kinds[: bisect.bisect_right(starts, start) - 1][::-1]
+
+    def lines_before(hit: Hit) -> list[tuple[str, str]]:
         if hit.chunk_id not in above_passage:
             document = finder.text_of(hit) if finder.text_of is not None else None
             lines: list[str] = []
             if document and document[hit.start : hit.end] == hit.text:
                 before = document[max(0, hit.start - _ABOVE_LIMIT) : hit.start]
                 lines = before.splitlines()[::-1][:_ROWS_LOOKED_THROUGH]
-            above_passage[hit.chunk_id] = lines
+            above_passage[hit.chunk_id] = _line_kinds(lines)
         return above_passage[hit.chunk_id]
 
     def read(hit: Hit, start: int) -> _FigureTable:
-        in_passage = hit.text[:start].splitlines()[::-1]
-        found = _figure_table(in_passage)
-        if found.title or hit.start <= 0:
+        above = in_passage(hit, start)
+        found = _figure_table(above)
+        if found.title or hit.start <= 0 or len(above) >= _ROWS_LOOKED_THROUGH:
             return found
-        return _figure_table(in_passage + lines_before(hit))
+        return _figure_table(above + lines_before(hit))
 
     return read
 
