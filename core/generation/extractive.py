@@ -305,14 +305,23 @@ _CAPTION_LINES = 3
 _CAPTION_CHARS = 300
 
 
+def _document_of(hit: Hit, text_of: Callable[[Hit], str | None] | None) -> str:
+    """``hit``'s whole document text, "" when it is not known or no longer holds the
+    passage where the hit says (the file changed since)."""
+    if hit.start <= 0 or text_of is None:
+        return ""
+    document = text_of(hit)
+    return document if document and document[hit.start : hit.end] == hit.text else ""
+
+
 def table_above(hit: Hit, text_of: Callable[[Hit], str | None] | None) -> TableAbove:
     """The column names and caption of a table that ``hit`` starts inside (a table too
     long for one passage, split by rows), read from the document's text."""
     first = hit.text.lstrip().split("\n", 1)[0]
-    if hit.start <= 0 or text_of is None or not _is_table_line(first):
+    if not _is_table_line(first):
         return TableAbove()
-    document = text_of(hit)
-    if not document or document[hit.start : hit.end] != hit.text:
+    document = _document_of(hit, text_of)
+    if not document:
         return TableAbove()
     pos, header = hit.start, ""
     floor = max(0, hit.start - _ABOVE_LIMIT)
@@ -478,7 +487,7 @@ def _labels_with_values(
 # A year or a span of years ("2001", "1951-1961", "2001-02"): as a table's column name.
 _YEAR_SPAN = re.compile(r"(?:18|19|20)\d\d(?:[-–/](?:(?:18|19|20)?\d\d))?")
 _CELL = re.compile(_NUMBER_TOKEN.pattern + r"|(?<!\S)[-–—](?!\S)")  # a figure or "-" (none)
-_ROWS_LOOKED_THROUGH = 400  # lines of a long table walked up for its column names
+_ROWS_LOOKED_THROUGH = 400  # lines walked up from a row for its table's caption and title
 
 
 def _column_line(line: str) -> bool:
@@ -567,7 +576,7 @@ def _labelled_figures(row: str, columns: str) -> str:
     names = [
         m for m in re.finditer(r"\S+", columns) if _YEAR_SPAN.fullmatch(m.group(0).strip("()"))
     ]
-    cells = [m for m in _CELL.finditer(row)]
+    cells = list(_CELL.finditer(row))
     if not names or len(names) != len(cells):
         return ""
     label_name = columns[: names[0].start()].strip(" :")
@@ -598,18 +607,16 @@ def _figure_tables(finder: SpanFinder) -> Callable[[Hit, int], _FigureTable]:
 
     def lines_before(hit: Hit) -> list[tuple[str, str]]:
         if hit.chunk_id not in above_passage:
-            document = finder.text_of(hit) if finder.text_of is not None else None
-            lines: list[str] = []
-            if document and document[hit.start : hit.end] == hit.text:
-                before = document[max(0, hit.start - _ABOVE_LIMIT) : hit.start]
-                lines = before.splitlines()[::-1][:_ROWS_LOOKED_THROUGH]
+            document = _document_of(hit, finder.text_of)
+            before = document[max(0, hit.start - _ABOVE_LIMIT) : hit.start]
+            lines = before.splitlines()[::-1][:_ROWS_LOOKED_THROUGH]
             above_passage[hit.chunk_id] = _line_kinds(lines)
         return above_passage[hit.chunk_id]
 
     def read(hit: Hit, start: int) -> _FigureTable:
         above = in_passage(hit, start)
         found = _figure_table(above)
-        if found.title or hit.start <= 0 or len(above) >= _ROWS_LOOKED_THROUGH:
+        if found.title or len(above) >= _ROWS_LOOKED_THROUGH:
             return found
         return _figure_table(above + lines_before(hit))
 

@@ -480,7 +480,6 @@ class _Question:
         model embed each unit once."""
         key = tuple(h.chunk_id for h in hits)
         if self.run.finder is None or self.run.finder[0] != key:
-            # The document's text: the header of a table a passage starts inside.
             self.run.finder = (key, answer_finder(self.library, hits, _embedder(self.library)))
         return self.run.finder[1]
 
