@@ -41,6 +41,28 @@ def command_line(argv: list[str] | None = None) -> str:
     return shlex.join([".venv/bin/python", shown, *argv[1:]])
 
 
+# Features that change which of Lectern's paths is fastest (core/embedding/probe.py picks
+# bf16 only where it measures faster): a figure is compared with one from a like CPU.
+_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+def cpu_description() -> str:
+    """The CPU's model name and the vector features among ``_CPU_FLAGS`` it has."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    model = flags = ""
+    for line in info.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and not model:
+            model = value.strip()
+        elif key.strip() == "flags" and not flags:
+            flags = value
+    have = [f for f in _CPU_FLAGS if f in flags.split()]
+    return f"{model} ({', '.join(have) or 'no AVX2'})" if model else ""
+
+
 def record_file(name: str, result: dict[str, Any], date: str | None = None) -> Path:
     """Write ``result`` to bench/results/<name>.json and return the path."""
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -50,6 +72,7 @@ def record_file(name: str, result: dict[str, Any], date: str | None = None) -> P
         "date": date or datetime.date.today().isoformat(),
         "command": command_line(),
         "cores": os.cpu_count(),
+        "cpu": cpu_description(),
         "result": result,
     }
     path.write_text(json.dumps(entry, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -128,6 +128,8 @@ def section(entry: dict[str, Any]) -> str:
     lines.append(f"- Date: {entry['date']}")
     if entry.get("cores"):
         lines.append(f"- CPU cores: {entry['cores']}")
+    if entry.get("cpu"):
+        lines.append(f"- CPU: {entry['cpu']}")
     if entry.get("recorded_from"):
         lines.append(f"- Recorded from: {entry['recorded_from']}")
     result = entry["result"]

@@ -818,6 +818,52 @@ def answer_type(question: str) -> str:
     return ""
 
 
+# What "a number" is too wide a kind for: a sum of money and a share. Any figure in a quote
+# would pass for one, and a near miss's quote usually holds figures ("How much did the MOT
+# in May 2024 cost?" against a line of the car's mileages and dates). In the languages a
+# library holds; "charged with" is an accusation, and a capitalised "Costa" a name.
+_MONEY_Q = re.compile(
+    r"\b(?:cost|costs|costed|price|prices|priced|pay|paid|fee|fees|spend|spent|salary|"
+    r"salaries|wage|wages|budget|worth|fare|fares|rent|tariff)\b"
+    r"|\bcharge[sd]?\b(?!\s+with)|\bhow\s+much\s+money\b|\bhow\s+expensive\b"
+    r"|\b(?:co[uû]te?n?t?|co[uû]ts?|prix|payer|pay[ée]e?s?|tarifs?|loyer)\b"
+    r"|\b(?:kostet|kosten|preis|zahlen|bezahlt|geb[uü]hr\w*|wie\s+teuer|miete)\b"
+    r"|\b(?:cuesta|cuestan|costo|coste|precio|pagar|pag[oó]|gast[oó]|presupuesto|alquiler)\b"
+    r"|\b(?:custa|custo|pre[cç]o|pagou|gastou|or[cç]amento|prezzo|(?-i:costa))\b"
+    r"|\b(?:стоит|стоимость|цена|заплатил\w*)",
+    re.IGNORECASE,
+)
+_MONEY = re.compile(
+    r"[$€£¥₽₹元円]|\b(?:USD|EUR|GBP|CHF|JPY|CNY|RMB|RUB|INR|CAD|AUD|SEK|NOK|DKK|dollars?|"
+    r"euros?|pounds?|pence|cents?|yen|yuan|rupees?|roubles?|rubles?|francs?|kronor|kroner|"
+    r"dollar|euro|руб\w*|долл\w*|евро)\b|\d\s?p\b",
+    re.IGNORECASE,
+)
+_SHARE_Q = re.compile(
+    r"%|\b(?:percent(?:age)?s?|per\s*cent|what\s+share|what\s+proportion|pourcentage|"
+    r"prozent\w*|porcentaje|percentuale|porcentagem|процент\w*)",
+    re.IGNORECASE,
+)
+_SHARE = re.compile(
+    r"%|\b(?:percent|per\s*cent|pct|prozent|pour\s*cent|por\s*ciento|per\s*cento|"
+    r"por\s*cento|процент\w*)",
+    re.IGNORECASE,
+)
+
+
+def measure_asked(question: str) -> str:
+    """ "money" when the question asks a sum of money, "share" a percentage, else ""."""
+    if _MONEY_Q.search(question):
+        return "money"
+    return "share" if _SHARE_Q.search(question) else ""
+
+
+def holds_measure(kind: str, text: str) -> bool:
+    """Whether ``text`` holds a ``kind`` measure: a currency, or a percent sign or word
+    (a table's title counts: "(Per cent)" over a row of bare figures)."""
+    return bool((_MONEY if kind == "money" else _SHARE).search(text))
+
+
 def _names(text: str) -> list[str]:
     """Capitalised words that are not the sentence's first word (or are, when the next
     word is capitalised too: "Priya Raman, the engineer")."""
@@ -1096,6 +1142,7 @@ def decline_signals(
     negative = _NEGATION.search(_OR_NOT.sub("", question))
     counted = counted_word(question)
     kind = answer_type(question)
+    measure = measure_asked(question)
     drop = shift = 0.0
     if missing:
         vectors = finder.text_vectors([question, without(question, missing), best.text])
@@ -1118,6 +1165,10 @@ def decline_signals(
         counted_unmet=float(bool(counted) and not quoted.has(counted)),
         tabular=float(best.kind != "sentence"),
         foreign=float(passage_language(best.text) not in (ENGLISH, None)),
+        measure_unmet=float(
+            bool(measure)
+            and not holds_measure(measure, " ".join(c.context or c.text for c in chosen))
+        ),
     )
 
 

@@ -11,7 +11,15 @@ from dataclasses import replace
 
 from core.embedding.models import Embedder
 from core.generation.citations import SpanFinder
-from core.generation.extractive import NEVER, extract_answer, has_type, score_sentences
+from core.generation.extractive import (
+    NEVER,
+    decline_signals,
+    extract_answer,
+    has_type,
+    holds_measure,
+    measure_asked,
+    score_sentences,
+)
 from core.text import split_sentences
 from tests.helpers import text_hit
 
@@ -237,3 +245,47 @@ def test_a_row_is_read_with_its_tables_title(embedder: Embedder) -> None:
     answer = extract_answer(question, hits, embedder, finder=finder, rules=NEVER)
     assert "Northeast 23,128 6,390 (31.3)" in answer.text
     assert "1,096" not in answer.text
+
+
+# A person's own log of a car's visits: dates, mileages and some sums.
+SERVICE_LOG = (
+    "Car log\n\n"
+    "30 May 2022, 55,020 mi: MOT at Fairfield Autos. Passed, no advisories. Paid \u00a354.85.\n\n"
+    "8 Jan 2023, 58,700 mi: the AA fitted a new battery on the roadside for \u00a3164.00.\n\n"
+    "29 May 2024, 68,240 mi: MOT at Fairfield Autos. Passed, one advisory on the rear tyres.\n"
+)
+
+
+def test_a_sum_asked_is_not_answered_by_figures_that_are_no_sum(embedder: Embedder) -> None:
+    hits = [text_hit(SERVICE_LOG)]
+    finder = SpanFinder(embedder)
+    # The 2024 MOT's line holds a date and a mileage but no price: a near miss, which the
+    # model before the sum-or-share signal answered with that line.
+    near = "How much did the MOT in May 2024 cost?"
+    scored = score_sentences(near, hits, embedder, finder=finder)
+    quoted = extract_answer(near, hits, embedder, finder=finder, rules=NEVER)
+    assert "68,240" in quoted.text and "\u00a3" not in quoted.text
+    assert decline_signals(near, hits, scored, quoted.sentences, finder).measure_unmet == 1.0
+    assert extract_answer(near, hits, embedder, finder=finder).declined
+    # A quote that leaves out the price asked is no answer either.
+    answer = extract_answer("How much did the MOT in May 2022 cost?", hits, embedder, finder=finder)
+    assert answer.declined or "\u00a354.85" in answer.text
+    # The battery's price is quoted.
+    asked = "What did the AA charge for the new battery?"
+    answer = extract_answer(asked, hits, embedder, finder=finder)
+    assert not answer.declined and "\u00a3164.00" in answer.text
+    scored = score_sentences(asked, hits, embedder, finder=finder)
+    assert decline_signals(asked, hits, scored, answer.sentences, finder).measure_unmet == 0.0
+
+
+def test_a_share_is_read_from_its_tables_title(embedder: Embedder) -> None:
+    """Rows of bare figures under "(Per cent)" hold a share; a question that only looks
+    like one about money or shares asks neither."""
+    assert holds_measure("share", "TABLE 4: GROWTH RATE (Per cent): Kerala; 2001-2011: 4.86")
+    assert not holds_measure("share", "Kerala; 2001-2011: 4.86")
+    assert holds_measure("money", "Cost (\u00a3): 6,240") and not holds_measure("money", "6,240")
+    assert measure_asked("What share of the fish exports went to Spain?") == "share"
+    assert measure_asked("Wie viel kostet das Ticket?") == "money"
+    assert measure_asked("What was the mother's friend charged with?") == ""
+    assert measure_asked("When did Costa v ENEL take place?") == ""
+    assert measure_asked("Quel pays exporte le plus?") == ""
