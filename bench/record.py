@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from core.embedding.probe import cpu_identity
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 RECORD_ENV = "LECTERN_BENCH_RECORD"
@@ -48,19 +50,9 @@ _CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 
 def cpu_description() -> str:
     """The CPU's model name and the vector features among ``_CPU_FLAGS`` it has."""
-    try:
-        info = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    model = flags = ""
-    for line in info.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and not model:
-            model = value.strip()
-        elif key.strip() == "flags" and not flags:
-            flags = value
+    model, flags = cpu_identity()
     have = [f for f in _CPU_FLAGS if f in flags.split()]
-    return f"{model} ({', '.join(have) or 'no AVX2'})" if model else ""
+    return f"{model} ({', '.join(have) or 'no AVX2'})"
 
 
 def record_file(name: str, result: dict[str, Any], date: str | None = None) -> Path:

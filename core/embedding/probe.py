@@ -136,7 +136,7 @@ def encoding_cache_path() -> Path:
     return folder / ENCODING_CACHE_FILE
 
 
-def _cpu_identity() -> tuple[str, str]:
+def cpu_identity() -> tuple[str, str]:
     """CPU model name and feature flags: a new machine, or the same disk moved to another
     CPU, must be measured again."""
     name, flags = "", ""
@@ -159,7 +159,7 @@ def _cpu_identity() -> tuple[str, str]:
 def machine_key(model_id: str) -> dict[str, Any]:
     import torch
 
-    name, flags = _cpu_identity()
+    name, flags = cpu_identity()
     return {
         "cpu": name,
         "flags": hashlib.sha256(flags.encode()).hexdigest()[:16],

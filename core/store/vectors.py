@@ -153,7 +153,7 @@ class _Scan:
         return "torch" if faster else "usearch"
 
     def similarities(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Cosines of float16 ``rows`` with a unit-length float32 ``query``, in float32."""
+        """Dot products of float16 ``rows`` with a float32 ``query``, in float32."""
         with self._lock:
             return self._similarities(self._torch, rows, query)
 
@@ -179,14 +179,21 @@ class _Scan:
                 buffer = self._buffer[: len(part)]
                 buffer.copy_(part)
                 torch.mv(buffer, q, out=out[at : at + len(part)])
-                # As USearch's "cos" does: over the float16 rows' own lengths, which
-                # rounding leaves a little off 1, so both kernels give the same score.
-                out[at : at + len(part)] /= torch.linalg.vector_norm(buffer, dim=1).clamp_min(1e-12)
         result: np.ndarray = out.numpy()
         return result
 
 
 _SCAN = _Scan()
+
+
+def _lengths(rows: np.ndarray) -> np.ndarray:
+    """The float16 ``rows``' own lengths, which rounding leaves a little off 1: USearch's
+    "cos" divides by them, so torch's kernel does too, for the rows it keeps only (all
+    of a block's would be half as much work again as the scan)."""
+    wide = rows.astype(np.float32)
+    lengths: np.ndarray = np.sqrt(np.einsum("ij,ij->i", wide, wide))
+    floored: np.ndarray = np.maximum(lengths, np.float32(1e-12))
+    return floored
 
 
 def as_stored(vectors: np.ndarray) -> np.ndarray:
@@ -385,7 +392,7 @@ class FlatVectors:
                 sims = _SCAN.similarities(self._vectors[block][:rows], exact)
                 top = np.argpartition(-sims, take - 1)[:take] if take < rows else np.arange(rows)
                 keys.append(self._keys[block][top])
-                distances.append(1.0 - sims[top])
+                distances.append(1.0 - sims[top] / _lengths(self._vectors[block][top]))
                 continue
             found = exact_search(
                 self._vectors[block][:rows],
