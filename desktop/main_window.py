@@ -848,6 +848,7 @@ class MainWindow(QMainWindow):
         remove = box.addButton("Remove", QMessageBox.ButtonRole.DestructiveRole)
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)  # one box each time asked
         box.open()
         box.finished.connect(lambda _r: self._removed(box, remove, path))
 
@@ -868,6 +869,9 @@ class MainWindow(QMainWindow):
         dialog.pulled.connect(lambda _name: self.backend.llm.check())
         dialog.accepted.connect(lambda: self._settings_saved(dialog))
         dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
+        # A closed dialog kept as a hidden child would be polished again at every theme
+        # change for as long as the window lives; the next opening makes a new one.
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.settings_dialog = dialog
         dialog.open()
         return dialog
