@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -113,7 +112,7 @@ def test_the_second_question_reuses_the_servers_prompt_cache(
     # What is cached is the prompt; a 135M model's answers run on to the length allowed
     # (two of 1,024 tokens were two minutes of this test on two cores), so they are short.
     before = library.settings
-    library.settings_store.replace(replace(before, answer_max_tokens=64))
+    library.settings_store.replace(before.with_changes(answer_max_tokens=64))
     try:
         client = client_for(server)
         first = done_of(answer(library, "When were the Normans in Normandy?", client))
