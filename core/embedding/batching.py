@@ -11,7 +11,8 @@ import threading
 from collections.abc import Iterator, Sequence
 
 QUERY_TEXTS = 4  # calls with this few texts are a person waiting: 1 thread, query lane
-# A batch is padded to a multiple of this many word pieces. oneDNN builds a kernel for
+# On the bfloat16 paths a batch is padded to a multiple of this many word pieces (float32
+# pads to its longest text: SentenceTransformerEmbedder.step). oneDNN builds a kernel for
 # every input shape and keeps ONEDNN_CACHE_CAPACITY of them; passages come in every length
 # from 1 to 256, so with exact widths it kept rebuilding kernels (76-82 distinct widths in
 # 300 passages against 12-13). bench/encoding_shapes.py, same process, interleaved, bf16 on

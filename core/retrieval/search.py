@@ -473,7 +473,7 @@ class Retriever:
             return []
         bm25_rank = _document_ranks(found.bm25, found.document_of)
         dense_rank = _document_ranks(found.dense, found.document_of)
-        by_id = hits_for(self.db, [c for c, _ in ranked])
+        by_id = hits_for(self.db, [c for c, _ in ranked], self.live)
         hits = []
         for chunk_id, score in ranked:
             hit = by_id.get(chunk_id)

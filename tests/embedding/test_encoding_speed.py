@@ -212,7 +212,16 @@ def test_batches_pad_to_a_few_widths_and_keep_each_passage_vector(
     # is padded to (here exact widths against the shipped steps, on passages of many lengths).
     words = " ".join(scifact_passages(shared_data, 3)).split()
     texts = [" ".join(words[: 3 + 11 * i]) for i in range(20)]
-    stepped = measured.embed(texts)
+    shipped = SentenceTransformerEmbedder(encoding=measured.encoding.precision)
+    shipped.width_step = WIDTH_STEP  # float32 pads to the longest text only (``step``)
+    stepped = shipped.embed(texts)
     exact = SentenceTransformerEmbedder(encoding=measured.encoding.precision)
     exact.width_step = 1
     assert float(np.min(np.sum(stepped * exact.embed(texts), axis=1))) >= 0.9999
+    # Steps are for oneDNN's bfloat16 kernels; float32's BLAS is padded to the longest.
+    shipped.width_step = None
+    assert (shipped.step("fp32"), shipped.step("bf16"), shipped.step("bf16-autocast")) == (
+        1,
+        WIDTH_STEP,
+        WIDTH_STEP,
+    )

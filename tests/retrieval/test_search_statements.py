@@ -1,15 +1,21 @@
 """What a search asks the database. On a library that is not changing, which document each
 candidate belongs to, whether it is live, which documents wait for their vectors and the
-stems of an English question's words are held in the process (core/store/lookup.py
-LiveChunks, core/store/keyword/tokens.py), so a hybrid search reads only postings, word
-pieces and its hits; the answers are those the database gives."""
+stems of an English question's words and the paths and titles of its documents are held
+in the process (core/store/lookup.py LiveChunks, core/store/keyword/tokens.py), so a hybrid
+search reads only postings, word pieces and its hits' chunks; the answers are those the
+database gives."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from core.store.lookup import LiveChunks, live_chunk_documents, unembedded_documents
+from core.store.lookup import (
+    LiveChunks,
+    hits_for,
+    live_chunk_documents,
+    unembedded_documents,
+)
 
 QUESTIONS = [
     "How much may be spent on a hotel night?",
@@ -50,7 +56,8 @@ def test_a_quiet_librarys_hybrid_search_asks_only_for_postings_pieces_and_hits(
         asked = "\n".join(seen)
         assert "stem(" not in asked
         assert "d.state = 'indexed'" not in asked  # the liveness join
-        assert len(seen) <= 3, asked  # postings, word pieces, hits with their documents
+        assert len(seen) <= 3, asked  # postings, word pieces, the hits' chunks
+        assert "JOIN documents" not in asked  # their paths and titles are held
         assert "embedding IS NULL" not in asked
     monkeypatch.undo()
     # Held in the process or asked of the database, a search finds the same.
@@ -82,3 +89,14 @@ def test_the_held_map_answers_as_the_database_does_and_follows_changes(
         assert live.unembedded(documents) == unembedded_documents(db, documents) == {waiting}
     assert live.mask() is not None
     assert gone not in set(live.documents_of(probe).values())
+    # Hits read with the held paths and titles are those the join gives, and a retitled
+    # document's hits carry its new title.
+    assert hits_for(db, chunks, live) == hits_for(db, chunks)
+    retitled = documents[2]
+    with db.transaction() as cur:
+        cur.execute("UPDATE documents SET title = 'Renamed here' WHERE id = ?", [retitled])
+    for _ in range(LiveChunks.BUILD_AFTER + 1):
+        found = hits_for(db, chunks, live)
+        assert found == hits_for(db, chunks)
+        assert {h.title for h in found.values() if h.document_id == retitled} == {"Renamed here"}
+    assert live.document_rows() is not None

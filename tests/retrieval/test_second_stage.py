@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +47,27 @@ def test_packed_pieces_keep_late_interactions_order(embedder) -> None:
     # 48 bytes a word piece for 384 dimensions; an empty passage scores 0.
     assert len(pack(states[0])) == len(states[0]) * embedder.dim // 8
     assert late_scores(query, [b"", pack(states[0])], embedder.dim)[0] == 0.0
+
+
+def test_packed_pieces_score_as_their_unpacked_signs(monkeypatch) -> None:
+    """MaxSim over the packed bytes (torch's byte tables, or NumPy unpacking them when
+    torch is not loaded) is the product with the +-1 signs themselves."""
+    import torch  # noqa: F401 - loaded, as it is whenever a model made the states
+
+    rng = np.random.default_rng(7)
+    dim = 384
+    query = _unit(rng.standard_normal((9, dim)).tolist())
+    passages = [rng.standard_normal((n, dim)) for n in (1, 40, 0, 17, 230)]
+    blobs = [pack(m) if len(m) else b"" for m in passages]
+    expected = [
+        float(np.mean(np.max(query @ (np.where(m > 0, 1.0, -1.0) / np.sqrt(dim)).T, axis=1)))
+        if len(m)
+        else 0.0
+        for m in passages
+    ]
+    assert np.allclose(late_scores(query, blobs, dim), expected, atol=1e-6)
+    monkeypatch.delitem(sys.modules, "torch")
+    assert np.allclose(late_scores(query, blobs, dim), expected, atol=1e-6)
 
 
 def test_the_same_forward_pass_gives_vectors_and_pieces(embedder) -> None:
