@@ -397,8 +397,8 @@ class SentenceTransformerEmbedder:
         padded to a multiple of this many word pieces. WIDTH_STEP keeps
         oneDNN's kernel cache small on the bfloat16 paths; float32 goes to BLAS, which
         builds no kernel per shape, so there a batch is padded to its longest text only:
-        a question of 22 pieces padded to 32 was 12 % of its encoding (27.8 against
-        24.2 ms of CPU a SciFact question, interleaved in one process), passages 1.3 %
+        a question of 22 pieces padded to 32 was 12 % of its encoding (29.6 against
+        26.2 ms of CPU p50 a SciFact question, interleaved in one process), passages 1.3 %
         (bench/encoding_shapes.py, 19.84 against 19.59 passages/s)."""
         if self.width_step is not None:
             return self.width_step

@@ -60,8 +60,12 @@ def unpack(blobs: Sequence[bytes], dim: int) -> tuple[np.ndarray, np.ndarray]:
     """Every blob's pieces stacked as rows of +-1/sqrt(dim) (unit length, float32), and
     the row where each blob starts."""
     raw, starts, _ = _packed(blobs, dim)
-    bits = np.unpackbits(raw, axis=1, count=dim).astype(np.float32)
-    return (bits * 2.0 - 1.0) / np.float32(np.sqrt(dim)), starts
+    return (_bits(raw) * 2.0 - 1.0) / np.float32(np.sqrt(dim)), starts
+
+
+def _bits(raw: np.ndarray) -> np.ndarray:
+    """Packed rows unpacked to 0/1 (float32)."""
+    return np.unpackbits(raw, axis=1).astype(np.float32)
 
 
 def _bit_sums(query: np.ndarray, raw: np.ndarray) -> np.ndarray:
@@ -77,11 +81,10 @@ def _bit_sums(query: np.ndarray, raw: np.ndarray) -> np.ndarray:
     product: a search's CPU doubled on a 2-core machine. Without torch: unpacked, by
     NumPy."""
     torch = sys.modules.get("torch")
-    width = raw.shape[1]
     if torch is None:
-        bits = np.unpackbits(raw, axis=1, count=width * 8).astype(np.float32)
-        unpacked: np.ndarray = query @ bits.T
+        unpacked: np.ndarray = query @ _bits(raw).T
         return unpacked
+    width = raw.shape[1]
     with torch.inference_mode():
         # table[j * 256 + byte, i]: what byte ``byte`` at position j adds to piece i.
         by_position = torch.from_numpy(np.ascontiguousarray(query.T)).reshape(width, 8, -1)
