@@ -113,6 +113,9 @@ class _Scan:
     encoding set (one)."""
 
     PROBE_ROWS = 16_384
+    # Rows a hybrid search keeps (core/retrieval/search.py: 100 candidate documents x 64
+    # passages), whose lengths the torch path then reads.
+    PROBE_KEEP = 6_400
     SLICE_ROWS = 4_096  # 6 MB of float32 at 384 dims: converted and used while in cache
     MARGIN = 0.9  # torch must take under this share of USearch's time
 
@@ -143,19 +146,26 @@ class _Scan:
         spent: dict[str, list[float]] = {"usearch": [], "torch": []}
         for _ in range(5):
             started = time.process_time()
-            exact_search(rows, query, 100, "cos", exact=True, threads=1)
+            exact_search(rows, query, self.PROBE_KEEP, "cos", exact=True, threads=1)
             spent["usearch"].append(time.process_time() - started)
             started = time.process_time()
-            self._similarities(torch, rows, query.astype(np.float32))
+            # The whole path a search takes, not the scan alone: the kept rows' lengths
+            # once cost more than the scan (_lengths).
+            sims = self._similarities(torch, rows, query.astype(np.float32))
+            _kept(torch, sims, rows, self.PROBE_KEEP)
             spent["torch"].append(time.process_time() - started)
         faster = min(spent["torch"]) < self.MARGIN * min(spent["usearch"])
         log.info("vector scan: %s (%s)", "torch" if faster else "usearch", spent)
         return "torch" if faster else "usearch"
 
-    def similarities(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Dot products of float16 ``rows`` with a float32 ``query``, in float32."""
+    def nearest(
+        self, rows: np.ndarray, query: np.ndarray, take: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``take`` float16 ``rows`` nearest a float32 unit ``query``, by torch: their
+        positions and cosine distances, unordered."""
         with self._lock:
-            return self._similarities(self._torch, rows, query)
+            sims = self._similarities(self._torch, rows, query)
+        return _kept(self._torch, sims, rows, take)
 
     def _similarities(self, torch: Any, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         ndim = rows.shape[1]
@@ -184,6 +194,15 @@ class _Scan:
 
 
 _SCAN = _Scan()
+
+
+def _kept(
+    torch: Any, sims: np.ndarray, rows: np.ndarray, take: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of the ``take`` best dot products ``sims`` of ``rows``, and their
+    cosine distances."""
+    top = np.argpartition(-sims, take - 1)[:take] if take < len(rows) else np.arange(len(rows))
+    return top, 1.0 - sims[top] / _lengths(rows[top], torch)
 
 
 def _lengths(rows: np.ndarray, torch: Any) -> np.ndarray:
@@ -391,10 +410,9 @@ class FlatVectors:
             rows = self._rows_in(block)
             take = min(count, rows)
             if torch is not None:
-                sims = _SCAN.similarities(self._vectors[block][:rows], exact)
-                top = np.argpartition(-sims, take - 1)[:take] if take < rows else np.arange(rows)
+                top, near = _SCAN.nearest(self._vectors[block][:rows], exact, take)
                 keys.append(self._keys[block][top])
-                distances.append(1.0 - sims[top] / _lengths(self._vectors[block][top], torch))
+                distances.append(near)
                 continue
             found = exact_search(
                 self._vectors[block][:rows],

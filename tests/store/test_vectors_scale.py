@@ -4,6 +4,7 @@ embedding left out, damage in the flat file caught. Real model, real DuckDB."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -128,6 +129,36 @@ def test_the_two_scans_rank_alike_and_one_is_chosen_by_timing(
     fresh = vectors_module._Scan()
     assert fresh.kernel(corpus.shape[1]) in (None, torch)
     assert fresh.choice in ("usearch", "torch")
+
+
+def _burn(seconds: float) -> None:
+    started = time.process_time()
+    while time.process_time() - started < seconds:
+        pass
+
+
+def test_the_scan_probe_times_what_a_search_does_after_the_scan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The probe once timed torch's scan alone; the kept rows' lengths, read after it,
+    cost a search more than the scan did, so torch won the probe and lost the search.
+    Here the lengths are made dear and USearch a little dear: the whole path must lose."""
+    import torch  # noqa: F401  (the probe runs once torch is loaded, as in a search)
+
+    real_lengths, real_search = vectors_module._lengths, vectors_module.exact_search
+
+    def dear_lengths(rows: np.ndarray, torch_module: object) -> np.ndarray:
+        _burn(0.08)
+        return real_lengths(rows, torch_module)
+
+    def dear_search(*args: object, **kwargs: object) -> object:
+        _burn(0.02)
+        return real_search(*args, **kwargs)
+
+    monkeypatch.setattr(vectors_module, "_lengths", dear_lengths)
+    monkeypatch.setattr(vectors_module, "exact_search", dear_search)
+    fresh = vectors_module._Scan()
+    assert fresh.kernel(384) is None and fresh.choice == "usearch"
 
 
 def test_rebuild_from_duckdb_searches_the_same_as_incremental_adds(
