@@ -11,6 +11,8 @@ Two steps:
   fit      a logistic model over the signals, each data set weighted equally; the
            threshold chosen on the training folds; every held-out fold reported with the
            figures the issue asks for, and the cascade's on the same questions.
+  misses   for each answerable question whose quote misses the answer, where the answer
+           was: in no passage given, in no unit, or in a unit another outscored.
 
 Data (all training; the sets kept outside the project are not here):
   squad-small (Normans, Computational_complexity_theory) and squad-train (eight articles),
@@ -23,6 +25,7 @@ Data (all training; the sets kept outside the project are not here):
 Usage:
   .venv/bin/python bench/decline_fit.py collect [--only realdocs|squad] [--limit N]
   .venv/bin/python bench/decline_fit.py fit [--write]
+  .venv/bin/python bench/decline_fit.py misses [--only realdocs|squad]
 The last line printed is one JSON object with the figures.
 """
 
@@ -374,6 +377,54 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def misses(args: argparse.Namespace) -> dict[str, Any]:
+    """Where the answer was, for each answerable question whose quote (never declining)
+    does not hold it: in no passage the answer was given, in a passage but in no unit,
+    or in a unit another outscored (its rank and score beside the quoted one's). One JSON
+    line a question; the counts are the result. What to fix next is read from these."""
+    embedder = load_embedder()
+    where: dict[str, int] = {"no_passage": 0, "no_unit": 0, "unit_lost": 0}
+    answerable = 0
+    for lib in libraries(args.only or "realdocs"):
+        home = SCRATCH / lib.name / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        os.environ["LECTERN_HOME"] = str(home)
+        library = Library(Settings(home=home, ignore_patterns=("INDEX.txt",)), embedder=embedder)
+        library.index(list(lib.folders))
+        library.keyword.wait_for_merge()
+        for _set, fold, q in lib.questions[: args.limit] if args.limit else lib.questions:
+            if not q.answerable:
+                continue
+            answerable += 1
+            hits = library.search(q.question, k=library.settings.top_k, lead=ANSWER_LEAD)
+            finder = answer_finder(library, hits, embedder)
+            never = extractive.extract_answer(
+                q.question, hits, embedder, finder=finder, rules=extractive.NEVER
+            )
+            if not never.declined and contains_gold(never.text, q.answers):
+                continue
+            shown = hits[: extractive.MAX_HITS]
+            scored = extractive.score_sentences(q.question, shown, embedder, finder=finder)
+            holding = [(n, u) for n, u in enumerate(scored) if contains_gold(u.text, q.answers)]
+            if holding:
+                kind = "unit_lost"
+            elif any(contains_gold(h.text, q.answers) for h in shown):
+                kind = "no_unit"
+            else:
+                kind = "no_passage"
+            where[kind] += 1
+            line: dict[str, Any] = {"set": fold, "question": q.question, "where": kind}
+            line["quoted"] = never.text[:200]
+            if holding:
+                rank, unit = holding[0]
+                line["holding_unit"] = {"rank": rank, "score": round(unit.score, 3)}
+                line["holding_unit"]["text"] = unit.text[:200]
+                line["best_score"] = round(scored[0].score, 3)
+            print(json.dumps(line, ensure_ascii=False), flush=True)
+        library.close()
+    return {"answerable": answerable, "missed": sum(where.values()), **where}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
@@ -384,8 +435,12 @@ def main() -> None:
     f = sub.add_parser("fit")
     f.add_argument("--l2", type=float, default=1.0)
     f.add_argument("--write", action="store_true", help="print the MODEL constant")
+    m = sub.add_parser("misses", help="where each missed answer was (real documents by default)")
+    m.add_argument("--only", choices=("squad", "realdocs"))
+    m.add_argument("--limit", type=int, default=0)
     args = parser.parse_args()
-    result = collect(args) if args.step == "collect" else fit(args)
+    steps = {"collect": collect, "fit": fit, "misses": misses}
+    result = steps[args.step](args)
     emit(f"decline_{args.step}", result)
 
 
