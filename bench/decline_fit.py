@@ -129,6 +129,21 @@ def _key(library: str, fold: str, q: AnswerQuestion) -> str:
     return f"{library}\x1f{fold}\x1f{q.question}"
 
 
+def _indexed(lib: Library_, embedder: Any) -> Library:
+    """The data set's library in the scratch folder, brought up to date."""
+    home = SCRATCH / lib.name / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["LECTERN_HOME"] = str(home)
+    # The folder's own index of what each file is would answer for the files.
+    settings = Settings(home=home, ignore_patterns=("INDEX.txt",))
+    library = Library(settings, embedder=embedder)
+    t = time.perf_counter()
+    library.index(list(lib.folders))
+    library.keyword.wait_for_merge()  # a keyword file of an older layout
+    print(f"{lib.name}: indexed in {time.perf_counter() - t:.0f} s", flush=True)
+    return library
+
+
 def collect(args: argparse.Namespace) -> dict[str, Any]:
     SCRATCH.mkdir(parents=True, exist_ok=True)
     done: set[str] = set()
@@ -143,16 +158,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     with CACHE.open("a", encoding="utf-8") as out:
         for lib in libraries(args.only):
-            home = SCRATCH / lib.name / "home"
-            home.mkdir(parents=True, exist_ok=True)
-            os.environ["LECTERN_HOME"] = str(home)
-            # The folder's own index of what each file is would answer for the files.
-            settings = Settings(home=home, ignore_patterns=("INDEX.txt",))
-            library = Library(settings, embedder=embedder)
-            t = time.perf_counter()
-            library.index(list(lib.folders))
-            library.keyword.wait_for_merge()  # a keyword file of an older layout
-            print(f"{lib.name}: indexed in {time.perf_counter() - t:.0f} s", flush=True)
+            library = _indexed(lib, embedder)
             k = library.settings.top_k
             questions = lib.questions[: args.limit] if args.limit else lib.questions
             for n, (_set, fold, q) in enumerate(questions):
@@ -386,12 +392,7 @@ def misses(args: argparse.Namespace) -> dict[str, Any]:
     where: dict[str, int] = {"no_passage": 0, "no_unit": 0, "unit_lost": 0}
     answerable = 0
     for lib in libraries(args.only or "realdocs"):
-        home = SCRATCH / lib.name / "home"
-        home.mkdir(parents=True, exist_ok=True)
-        os.environ["LECTERN_HOME"] = str(home)
-        library = Library(Settings(home=home, ignore_patterns=("INDEX.txt",)), embedder=embedder)
-        library.index(list(lib.folders))
-        library.keyword.wait_for_merge()
+        library = _indexed(lib, embedder)
         for _set, fold, q in lib.questions[: args.limit] if args.limit else lib.questions:
             if not q.answerable:
                 continue

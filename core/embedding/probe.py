@@ -312,9 +312,8 @@ def measure_encoding(
     figures["passages_per_cpu_s_1_thread"] = rates
     figures["cosine_min_to_fp32"] = cosines
     best = pick_precision(cpu_by_path)
-    if best != "bf16":
-        bf16_model = None  # the copy is dropped with the path
-    model = bf16_model or fp32_model
+    bf16_model = bf16_model if best == "bf16" else None  # the copy goes with its path
+    model = fp32_model if bf16_model is None else bf16_model
 
     cores = os.cpu_count() or 1
     if fixed_threads:
