@@ -79,22 +79,22 @@ class DeclineModel:
 # docs/decisions/answers-on-real-documents.md).
 MODEL = DeclineModel(
     weights=(
-        7.7557,  # best
-        -3.9527,  # cosine
-        -2.4287,  # overlap
-        1.2348,  # coverage
-        0.439,  # margin
-        -0.9897,  # names_missing
-        1.698,  # words_missing
-        -7.1148,  # drop
-        -5.5686,  # shift
-        -0.2922,  # typed
-        -4.2314,  # negation_unmet
-        -1.1906,  # counted_unmet
-        0.8278,  # tabular
-        -0.1927,  # foreign
-        -1.0667,  # measure_unmet
+        7.8148,  # best
+        -4.2233,  # cosine
+        -2.6087,  # overlap
+        1.3802,  # coverage
+        0.4198,  # margin
+        -1.0667,  # names_missing
+        1.6455,  # words_missing
+        -7.2649,  # drop
+        -6.4302,  # shift
+        -0.3002,  # typed
+        -4.2264,  # negation_unmet
+        -1.2446,  # counted_unmet
+        0.9194,  # tabular
+        -0.2674,  # foreign
+        -1.1242,  # measure_unmet
     ),
-    bias=-3.8026,
-    threshold=0.21,
+    bias=-3.6295,
+    threshold=0.24,
 )
