@@ -57,9 +57,11 @@ from core.evaluation.answers import (  # noqa: E402
     write_paragraphs,
 )
 from core.generation import extractive  # noqa: E402
+from core.generation.citations import SpanFinder  # noqa: E402
 from core.generation.decline import DeclineModel, DeclineSignals  # noqa: E402
 from core.generation.qa import answer_finder  # noqa: E402
 from core.library import Library  # noqa: E402
+from core.records import Hit  # noqa: E402
 from core.retrieval.search import ANSWER_LEAD  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -159,13 +161,12 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     with CACHE.open("a", encoding="utf-8") as out:
         for lib in libraries(args.only):
             library = _indexed(lib, embedder)
-            k = library.settings.top_k
             questions = lib.questions[: args.limit] if args.limit else lib.questions
             for n, (_set, fold, q) in enumerate(questions):
                 key = _key(lib.name, fold, q)
                 if key in done:
                     continue
-                row = _ask(library, q, k, embedder)
+                row = _ask(library, q, embedder)
                 row.update(key=key, library=lib.name, fold=fold)
                 out.write(json.dumps(row) + "\n")
                 out.flush()
@@ -176,13 +177,21 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     return {"asked": asked, "seconds": round(time.perf_counter() - started, 1)}
 
 
-def _ask(library: Library, q: AnswerQuestion, k: int, embedder: Any) -> dict[str, Any]:
-    hits = library.search(q.question, k=k, lead=ANSWER_LEAD)
+def _quoted(
+    library: Library, q: AnswerQuestion, embedder: Any
+) -> tuple[list[Hit], SpanFinder, extractive.ExtractiveAnswer]:
+    """The answer's passages, its span finder and its quote never declining."""
+    hits = library.search(q.question, k=library.settings.top_k, lead=ANSWER_LEAD)
     # As an answer reads them: a table's header above a passage that starts inside it.
     finder = answer_finder(library, hits, embedder)
     never = extractive.extract_answer(
         q.question, hits, embedder, finder=finder, rules=extractive.NEVER
     )
+    return hits, finder, never
+
+
+def _ask(library: Library, q: AnswerQuestion, embedder: Any) -> dict[str, Any]:
+    hits, finder, never = _quoted(library, q, embedder)
     cascade = extractive.extract_answer(
         q.question, hits, embedder, finder=finder, rules=extractive.CASCADE
     )
@@ -397,11 +406,7 @@ def misses(args: argparse.Namespace) -> dict[str, Any]:
             if not q.answerable:
                 continue
             answerable += 1
-            hits = library.search(q.question, k=library.settings.top_k, lead=ANSWER_LEAD)
-            finder = answer_finder(library, hits, embedder)
-            never = extractive.extract_answer(
-                q.question, hits, embedder, finder=finder, rules=extractive.NEVER
-            )
+            hits, finder, never = _quoted(library, q, embedder)
             if not never.declined and contains_gold(never.text, q.answers):
                 continue
             shown = hits[: extractive.MAX_HITS]

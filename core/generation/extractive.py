@@ -714,15 +714,15 @@ def _with_antecedents(text: str, found: list[_Unit]) -> list[_Unit]:
     out: list[_Unit] = []
     for k, unit in enumerate(found):
         before = found[k - 1] if k else None
-        if (
-            before is not None
-            and unit.kind == before.kind == "sentence"
-            and _ANAPHOR_START.match(unit.text)
-            and not re.search(r"\n\s*\n", text[before.end : unit.start])
-        ):
+        if before and _ANAPHOR_START.match(unit.text) and _same_paragraph(text, before, unit):
             unit = replace(unit, before=before.text)
         out.append(unit)
     return out
+
+
+def _same_paragraph(text: str, a: _Unit | ScoredSentence, b: _Unit | ScoredSentence) -> bool:
+    """Sentences ``a`` then ``b`` of ``text`` with no blank line between them."""
+    return a.kind == b.kind == "sentence" and not re.search(r"\n\s*\n", text[a.end : b.start])
 
 
 def _slide_title(hit: Hit, before: int) -> str:
@@ -1435,9 +1435,6 @@ def _with_neighbours(
 
     text = hits[best.hit_index].text
 
-    def same_paragraph(a: ScoredSentence, b: ScoredSentence) -> bool:
-        return a.kind == b.kind == "sentence" and not re.search(r"\n\s*\n", text[a.end : b.start])
-
     kind = answer_type(question)
     if kind and not any(c.has_type for c in chosen):
         # The value is often a sentence or two on ("The gun was mounted on the bow. It
@@ -1447,8 +1444,8 @@ def _with_neighbours(
             if not (0 <= j < len(by_place) and by_place[j].has_type):
                 continue
             if j == at + 2 and not (
-                same_paragraph(best, by_place[at + 1])
-                and same_paragraph(by_place[at + 1], by_place[j])
+                _same_paragraph(text, best, by_place[at + 1])
+                and _same_paragraph(text, by_place[at + 1], by_place[j])
             ):
                 continue
             if j == at + 2:
@@ -1457,9 +1454,9 @@ def _with_neighbours(
                 break
 
     # "He appointed Robert archbishop": who "he" is, the sentence before says.
-    if at > 0 and _PRONOUN_START.match(best.text) and same_paragraph(by_place[at - 1], best):
+    if at > 0 and _PRONOUN_START.match(best.text) and _same_paragraph(text, by_place[at - 1], best):
         add(at - 1)
-    if next_sentence and at + 1 < len(by_place) and same_paragraph(best, by_place[at + 1]):
+    if next_sentence and at + 1 < len(by_place) and _same_paragraph(text, best, by_place[at + 1]):
         add(at + 1)
     return out
 
@@ -1500,7 +1497,7 @@ _ANAPHOR_START = re.compile(
     rf"(?:{_ENGLISH_PRONOUNS}|er|sie|es|il|elle|ils|elles|él|ella|ellos|ellas|он|она|оно|они)\b",
     re.I,
 )
-# The kinds asked for whose value a pronoun's sentence is read with the one before for.
+# Asked for these, a pronoun's sentence that holds one is read with the sentence before.
 ANTECEDENT_KINDS = ("number", "date")
 
 
